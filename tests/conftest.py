@@ -1,0 +1,199 @@
+"""Backend fixtures for the contract suite: the same tests run on SQLite and PostgreSQL.
+
+Fixtures yield database URL strings only; tests build their own store/engine from them.
+
+PostgreSQL server resolution (see DESIGN.md "Backends"):
+1. ``VIEWSTORE_TEST_POSTGRES_URL`` if set (CI always sets it; connection errors are errors);
+2. otherwise testcontainers' PostgreSQL where a Docker engine answers;
+3. otherwise PostgreSQL tests skip with the reason.
+
+With ``VIEWSTORE_REQUIRE_POSTGRES=1`` any skipped PostgreSQL test fails the session.
+
+Isolation: every test run gets its own database (``pg_session_url``), and every test that asks
+for ``fresh_pg_url`` / ``db_url`` gets a brand-new empty database (CREATE DATABASE costs ~20 ms
+here), dropped WITH (FORCE) afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Engine, make_url
+
+POSTGRES_URL_ENV = "VIEWSTORE_TEST_POSTGRES_URL"
+REQUIRE_POSTGRES_ENV = "VIEWSTORE_REQUIRE_POSTGRES"
+DB_PREFIX = "viewstore_test_"
+
+_PG_SKIPS: list[str] = []  # PostgreSQL-related skips seen this session
+
+
+# --------------------------------------------------------------------------- PostgreSQL server
+
+
+@pytest.fixture(scope="session")
+def pg_server_url() -> Iterator[str]:
+    """URL of a PostgreSQL server (any database on it we may connect to for admin work)."""
+    env_url = os.environ.get(POSTGRES_URL_ENV)
+    if env_url:
+        yield env_url
+        return
+
+    container: Any = None
+    try:
+        import docker  # type: ignore[import-untyped]  # noqa: PLC0415
+
+        try:  # testcontainers >= 4.14 moved it; older 4.x only has the old path
+            from testcontainers.community.postgres import (  # noqa: PLC0415
+                PostgresContainer,
+            )
+        except ImportError:
+            from testcontainers.postgres import PostgresContainer  # noqa: PLC0415
+
+        docker.from_env(timeout=5).ping()
+        container = PostgresContainer("postgres:16-alpine", driver="psycopg")
+        container.start()
+        url = container.get_connection_url()
+    except Exception as exc:  # no Docker engine, no image, anything: skip with the reason
+        if container is not None:
+            with contextlib.suppress(Exception):
+                container.stop()
+        pytest.skip(
+            f"PostgreSQL unavailable: {POSTGRES_URL_ENV} is not set and testcontainers "
+            f"could not start PostgreSQL ({type(exc).__name__}: {exc})"
+        )
+    try:
+        yield url
+    finally:
+        container.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_admin_engine(pg_server_url: str) -> Iterator[Engine]:
+    """AUTOCOMMIT engine on the server URL, for CREATE/DROP DATABASE."""
+    engine = create_engine(pg_server_url, isolation_level="AUTOCOMMIT")
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def _create_database(admin: Engine, server_url: str) -> tuple[str, str]:
+    name = DB_PREFIX + secrets.token_hex(6)
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
+    return name, url
+
+
+def _drop_database(admin: Engine, name: str) -> None:
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(scope="session")
+def pg_session_url(pg_admin_engine: Engine, pg_server_url: str) -> Iterator[str]:
+    """A fresh database for this test run, dropped at session end."""
+    name, url = _create_database(pg_admin_engine, pg_server_url)
+    try:
+        yield url
+    finally:
+        _drop_database(pg_admin_engine, name)
+
+
+@pytest.fixture
+def fresh_pg_url(pg_admin_engine: Engine, pg_server_url: str) -> Iterator[str]:
+    """A brand-new empty PostgreSQL database for one test, dropped afterwards."""
+    name, url = _create_database(pg_admin_engine, pg_server_url)
+    try:
+        yield url
+    finally:
+        _drop_database(pg_admin_engine, name)
+
+
+# --------------------------------------------------------------------------- SQLite / both
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """A fresh SQLite file database for one test."""
+    return f"sqlite:///{tmp_path / 'store.db'}"
+
+
+@pytest.fixture(
+    params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+)
+def db_url(request: pytest.FixtureRequest) -> str:
+    """URL of a fresh empty database of each backend: ``EventStore(db_url)``."""
+    if request.param == "sqlite":
+        return str(request.getfixturevalue("sqlite_url"))
+    return str(request.getfixturevalue("fresh_pg_url"))
+
+
+@pytest.fixture(scope="session")
+def vectors_dir() -> Path:
+    """The reference vectors copied from the real openhands-sdk (see its README.md)."""
+    path = Path(__file__).parent / "data" / "vectors"
+    assert path.is_dir(), f"missing reference vectors at {path}"
+    return path
+
+
+# --------------------------------------------------------------------------- REQUIRE_POSTGRES
+
+
+def _require_postgres() -> bool:
+    return os.environ.get(REQUIRE_POSTGRES_ENV, "").strip() not in ("", "0", "false", "no")
+
+
+def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2])
+    return str(longrepr)
+
+
+def _note_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
+    if not report.skipped or hasattr(report, "wasxfail"):
+        return
+    reason = _skip_reason(report)
+    if "postgres" in report.keywords or "postgresql" in reason.lower():
+        _PG_SKIPS.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _PG_SKIPS.clear()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _note_skip(report)
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    _note_skip(report)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    skips = _PG_SKIPS
+    if _require_postgres() and skips and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    skips = _PG_SKIPS
+    if _require_postgres() and skips:
+        terminalreporter.section("PostgreSQL required", sep="=", red=True, bold=True)
+        for line in skips[:20]:
+            terminalreporter.write_line(f"SKIPPED {line}", red=True)
+        terminalreporter.write_line(
+            f"FAILED: {len(skips)} PostgreSQL test(s) skipped while {REQUIRE_POSTGRES_ENV}=1 "
+            f"(set {POSTGRES_URL_ENV} to a reachable server)",
+            red=True,
+            bold=True,
+        )

@@ -1,0 +1,1 @@
+"""viewstore: event-sourced SQL persistence for OpenHands agent conversations."""

@@ -1,0 +1,111 @@
+"""The one error tree of viewstore.
+
+Every error the library raises on purpose derives from :class:`ViewstoreError`. Each precise
+subclass also derives from the builtin a caller would naturally catch (``ValueError`` for bad
+input, ``LookupError`` for a missing conversation), so code written against plain Python
+exceptions keeps working. Driver errors never leave the store untranslated: they arrive here as
+:class:`StorageError` (or a more precise subclass) with the driver error as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+
+class ViewstoreError(Exception):
+    """Root of every error raised by viewstore."""
+
+
+class InvalidEventError(ViewstoreError, ValueError):
+    """An event (or a batch of events) cannot be accepted.
+
+    ``kind`` and ``event_id`` identify the event where they are known, ``field`` names the
+    offending top-level field (``None`` when the problem is the whole value), ``index`` is the
+    event's position in the batch that was appended, when there was a batch.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        kind: str | None = None,
+        event_id: str | None = None,
+        field: str | None = None,
+        index: int | None = None,
+    ) -> None:
+        self.reason = reason
+        self.kind = kind
+        self.event_id = event_id
+        self.field = field
+        self.index = index
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = []
+        if self.index is not None:
+            where.append(f"event #{self.index}")
+        if self.kind is not None:
+            where.append(self.kind)
+        if self.event_id is not None:
+            where.append(f"id={self.event_id!r}")
+        if self.field is not None:
+            where.append(f"field {self.field!r}")
+        prefix = ", ".join(where)
+        return f"{prefix}: {self.reason}" if prefix else self.reason
+
+    def at_index(self, index: int) -> InvalidEventError:
+        """The same error, placed at position ``index`` of a batch."""
+        return type(self)(
+            self.reason, kind=self.kind, event_id=self.event_id, field=self.field, index=index
+        )
+
+
+class PayloadTooLargeError(InvalidEventError):
+    """An event's serialized payload exceeds the store's configured limit."""
+
+
+class InvalidArgumentError(ViewstoreError, ValueError):
+    """A call argument that is not an event is malformed (conversation id, seq, limit...)."""
+
+
+class NoManipulationIndexError(ViewstoreError, ValueError):
+    """``find_next`` found no manipulation index at or beyond the threshold."""
+
+
+class ConversationNotFoundError(ViewstoreError, LookupError):
+    """The conversation has no events in the store."""
+
+    def __init__(self, conversation_id: str) -> None:
+        self.conversation_id = conversation_id
+        super().__init__(f"conversation {conversation_id!r} not found")
+
+
+class ConcurrencyError(ViewstoreError):
+    """The conversation's version is not the one the caller expected.
+
+    Raised before anything is written; the caller re-reads and decides again.
+    """
+
+    def __init__(self, conversation_id: str, expected: int, actual: int) -> None:
+        self.conversation_id = conversation_id
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"conversation {conversation_id!r} is at version {actual}, expected {expected}"
+        )
+
+
+class DuplicateEventError(ViewstoreError, ValueError):
+    """An event id is already taken by a different payload (or twice in one batch)."""
+
+    def __init__(self, conversation_id: str, event_id: str, reason: str) -> None:
+        self.conversation_id = conversation_id
+        self.event_id = event_id
+        self.reason = reason
+        super().__init__(f"event {event_id!r} in conversation {conversation_id!r}: {reason}")
+
+
+class StorageError(ViewstoreError):
+    """The database failed in a way that is not the caller's fault (translated driver error)."""
+
+
+class SchemaError(StorageError):
+    """The database schema is missing or not at the revision this code expects."""

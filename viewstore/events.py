@@ -1,0 +1,319 @@
+"""OpenHands events as viewstore sees them.
+
+An :class:`Event` is a frozen envelope around the exact JSON object OpenHands wrote. It exposes
+the handful of fields the view logic reads (SEMANTICS.md section 2) and keeps the whole object,
+as canonical JSON text, so storage and export are lossless. Fields that the view logic does not
+read are not validated beyond being JSON: a newer SDK adding fields must not make events
+unreadable, and neither must a kind this code has never heard of (it becomes an opaque event that
+the view ignores).
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from viewstore.errors import InvalidEventError, PayloadTooLargeError
+
+
+class Role(StrEnum):
+    """What an event is to the view logic."""
+
+    ACTION = "action"
+    OBSERVATION = "observation"
+    MESSAGE = "message"  # any other LLM-convertible event: system prompt, message, summary
+    CONDENSATION = "condensation"
+    REQUEST = "request"
+    OTHER = "other"  # not LLM-convertible: ignored by the view
+
+
+KIND_ROLES: dict[str, Role] = {
+    "SystemPromptEvent": Role.MESSAGE,
+    "MessageEvent": Role.MESSAGE,
+    "CondensationSummaryEvent": Role.MESSAGE,
+    "ActionEvent": Role.ACTION,
+    "ObservationEvent": Role.OBSERVATION,
+    "UserRejectObservation": Role.OBSERVATION,
+    "AgentErrorEvent": Role.OBSERVATION,
+    "Condensation": Role.CONDENSATION,
+    "CondensationRequest": Role.REQUEST,
+    "ConversationStateUpdateEvent": Role.OTHER,
+    "PauseEvent": Role.OTHER,
+    "InterruptEvent": Role.OTHER,
+    "ConversationErrorEvent": Role.OTHER,
+    "HookExecutionEvent": Role.OTHER,
+    "SecurityAnalysisEvent": Role.OTHER,
+    "TokenEvent": Role.OTHER,
+    "ACPToolCallEvent": Role.OTHER,
+    "LLMCompletionLogEvent": Role.OTHER,
+    "StreamingDeltaEvent": Role.OTHER,
+}
+
+SUMMARY_KIND = "CondensationSummaryEvent"
+STATE_UPDATE_KIND = "ConversationStateUpdateEvent"
+CONVERSATION_ERROR_KIND = "ConversationErrorEvent"
+ROOT_ID = "__root__"
+MAX_ID_LENGTH = 512
+
+_ID_FORBIDDEN = frozenset("/\\") | frozenset(chr(c) for c in range(32)) | {"\x7f"}
+
+
+class Event(BaseModel):
+    """One OpenHands event: the fields the view reads, plus the exact original JSON."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str
+    id: str
+    role: Role
+    known_kind: bool = True
+    source: str | None = None
+    timestamp: str | None = None
+    parent_id: str | None = None
+    tool_call_id: str | None = None
+    llm_response_id: str | None = None
+    thinking: bool = False
+    forgotten_event_ids: frozenset[str] = frozenset()
+    summary: str | None = None
+    summary_offset: int | None = None
+    payload_json: str
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        """A fresh copy of the original JSON object."""
+        value: dict[str, Any] = json.loads(self.payload_json)
+        return value
+
+    @property
+    def is_llm_convertible(self) -> bool:
+        return self.role in (Role.ACTION, Role.OBSERVATION, Role.MESSAGE)
+
+    @property
+    def is_action(self) -> bool:
+        return self.role is Role.ACTION
+
+    @property
+    def is_observation(self) -> bool:
+        return self.role is Role.OBSERVATION
+
+    @property
+    def is_thinking_action(self) -> bool:
+        return self.role is Role.ACTION and self.thinking
+
+    @property
+    def inserts_summary(self) -> bool:
+        """A condensation inserts a summary only when both summary and offset are set."""
+        return self.summary is not None and self.summary_offset is not None
+
+    @property
+    def summary_id(self) -> str:
+        return f"{self.id}-summary"
+
+    def same_payload(self, other: Event) -> bool:
+        """True when both events carry the same JSON value (forgotten ids compared as a set)."""
+        if self.payload_json == other.payload_json:
+            return True
+        return bool(_comparable(self) == _comparable(other))
+
+
+def _comparable(event: Event) -> Any:
+    value = event.payload
+    if event.role is Role.CONDENSATION and isinstance(value.get("forgotten_event_ids"), list):
+        value["forgotten_event_ids"] = sorted(set(value["forgotten_event_ids"]))
+    return value
+
+
+def canonical_json(value: Any) -> str:
+    """The text viewstore stores for a JSON value: compact, key order kept, UTF-8 safe."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _load_json(text: str | bytes) -> Any:
+    if isinstance(text, bytes | bytearray):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InvalidEventError(f"not valid UTF-8: {e.reason} at byte {e.start}") from e
+    try:
+        value: Any = json.loads(text, parse_constant=_reject_constant)
+    except ValueError as e:
+        raise InvalidEventError(f"not valid JSON: {e}") from e
+    return value
+
+
+def parse_event(
+    obj: Event | dict[str, Any] | str | bytes, *, max_bytes: int | None = None
+) -> Event:
+    """Turn one OpenHands event (dict, JSON text or bytes) into an :class:`Event`.
+
+    Raises :class:`InvalidEventError` naming the kind, id, field and reason when the value is
+    not an event this store can keep; ``max_bytes`` bounds the UTF-8 size of the stored JSON.
+    """
+    if isinstance(obj, Event):
+        if max_bytes is not None:
+            _check_size(obj.payload_json, obj.kind, obj.id, max_bytes)
+        return obj
+    if isinstance(obj, str | bytes | bytearray):
+        if max_bytes is not None and len(obj) > 4 * max_bytes:
+            # A cheap early exit: no UTF-8 encoding of the text can shrink below a quarter.
+            raise PayloadTooLargeError(f"event is {len(obj)} bytes, the limit is {max_bytes}")
+        obj = _load_json(obj)
+    if not isinstance(obj, dict):
+        raise InvalidEventError(f"an event must be a JSON object, got {type(obj).__name__}")
+    return _build(obj, max_bytes)
+
+
+def _check_size(text: str, kind: str | None, event_id: str | None, max_bytes: int) -> None:
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise PayloadTooLargeError(
+            f"payload is {size} bytes, the limit is {max_bytes}", kind=kind, event_id=event_id
+        )
+
+
+def _build(obj: dict[str, Any], max_bytes: int | None) -> Event:
+    kind = obj.get("kind")
+    raw_id = obj.get("id")
+    id_hint = raw_id if isinstance(raw_id, str) else None
+    if not isinstance(kind, str) or not kind:
+        raise InvalidEventError("missing or not a non-empty string", field="kind", event_id=id_hint)
+    fields = _Fields(obj, kind, id_hint)
+    event_id = fields.event_id()
+    role = KIND_ROLES.get(kind, Role.OTHER)
+    known = kind in KIND_ROLES
+    try:
+        text = canonical_json(obj)
+    except (TypeError, ValueError) as e:
+        raise InvalidEventError(f"not JSON-serializable: {e}", kind=kind, event_id=event_id) from e
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidEventError(
+            "contains a lone surrogate, which is not valid UTF-8", kind=kind, event_id=event_id
+        ) from e
+    if max_bytes is not None:
+        _check_size(text, kind, event_id, max_bytes)
+    data: dict[str, Any] = {
+        "kind": kind,
+        "id": event_id,
+        "role": role,
+        "known_kind": known,
+        "source": fields.optional_str("source"),
+        "timestamp": fields.optional_str("timestamp"),
+        "parent_id": fields.optional_str("parent_id"),
+        "payload_json": text,
+    }
+    if role is Role.ACTION:
+        data["tool_call_id"] = fields.required_str("tool_call_id")
+        data["llm_response_id"] = fields.required_str("llm_response_id")
+        data["thinking"] = bool(fields.optional_list("thinking_blocks"))
+    elif role is Role.OBSERVATION:
+        data["tool_call_id"] = fields.required_str("tool_call_id")
+    elif role is Role.CONDENSATION:
+        data["forgotten_event_ids"] = fields.id_set("forgotten_event_ids")
+        data["summary"] = fields.optional_str("summary")
+        data["summary_offset"] = fields.offset("summary_offset")
+    elif kind == SUMMARY_KIND:
+        data["summary"] = fields.optional_str("summary")
+    return Event.model_validate(data)
+
+
+class _Fields:
+    """Typed access to the top-level fields of one raw event, with precise errors."""
+
+    def __init__(self, obj: dict[str, Any], kind: str, event_id: str | None) -> None:
+        self.obj = obj
+        self.kind = kind
+        self.id = event_id
+
+    def fail(self, field: str, reason: str) -> InvalidEventError:
+        return InvalidEventError(reason, kind=self.kind, event_id=self.id, field=field)
+
+    def event_id(self) -> str:
+        value = self.obj.get("id")
+        if value is None:
+            raise self.fail("id", "missing")
+        if not isinstance(value, str):
+            raise self.fail("id", f"must be a string, got {type(value).__name__}")
+        _check_id(value, self.fail, "id")
+        if value == ROOT_ID:
+            raise self.fail("id", f"{ROOT_ID!r} is reserved for the root of the event tree")
+        return value
+
+    def required_str(self, field: str) -> str:
+        value = self.obj.get(field)
+        if value is None:
+            raise self.fail(field, "missing")
+        if not isinstance(value, str):
+            raise self.fail(field, f"must be a string, got {type(value).__name__}")
+        return value
+
+    def optional_str(self, field: str) -> str | None:
+        value = self.obj.get(field)
+        if value is not None and not isinstance(value, str):
+            raise self.fail(field, f"must be a string or null, got {type(value).__name__}")
+        return value
+
+    def optional_list(self, field: str) -> list[Any]:
+        value = self.obj.get(field)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.fail(field, f"must be a list, got {type(value).__name__}")
+        return value
+
+    def id_set(self, field: str) -> frozenset[str]:
+        ids = self.optional_list(field)
+        for item in ids:
+            if not isinstance(item, str):
+                raise self.fail(field, f"must hold strings only, found {type(item).__name__}")
+        return frozenset(ids)
+
+    def offset(self, field: str) -> int | None:
+        value = self.obj.get(field)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(field, f"must be an integer or null, got {type(value).__name__}")
+        if value < 0:
+            raise self.fail(field, f"must be >= 0, got {value}")
+        if value > 2**62:
+            raise self.fail(field, f"is out of range: {value}")
+        return value
+
+
+def _check_id(value: str, fail: Any, field: str) -> None:
+    if not value:
+        raise fail(field, "must not be empty")
+    if len(value) > MAX_ID_LENGTH:
+        raise fail(field, f"is {len(value)} characters long, the limit is {MAX_ID_LENGTH}")
+    bad = _ID_FORBIDDEN.intersection(value)
+    if bad:
+        shown = ", ".join(sorted(repr(c) for c in bad))
+        raise fail(field, f"contains characters not allowed in an event id: {shown}")
+
+
+def summary_event(condensation: Event) -> Event:
+    """The ``CondensationSummaryEvent`` a condensation inserts (never persisted by OpenHands)."""
+    payload: dict[str, Any] = {"id": condensation.summary_id}
+    if condensation.timestamp is not None:
+        payload["timestamp"] = condensation.timestamp
+    payload["source"] = condensation.source or "environment"
+    payload["summary"] = condensation.summary
+    payload["kind"] = SUMMARY_KIND
+    return Event(
+        kind=SUMMARY_KIND,
+        id=condensation.summary_id,
+        role=Role.MESSAGE,
+        source=payload["source"],
+        timestamp=condensation.timestamp,
+        summary=condensation.summary,
+        payload_json=canonical_json(payload),
+    )

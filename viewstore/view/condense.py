@@ -1,0 +1,39 @@
+"""How a ``Condensation`` rewrites the view (SEMANTICS.md 4)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypeVar
+
+from viewstore.events import Event
+from viewstore.view.item import ViewItem
+
+T = TypeVar("T", bound=ViewItem)
+
+
+def forget(view: Sequence[T], condensation: Event) -> list[T]:
+    """The view without the forgotten ids; ids not in the view are ignored and not remembered."""
+    forgotten = condensation.forgotten_event_ids
+    if not forgotten:
+        return list(view)
+    return [item for item in view if item.id not in forgotten]
+
+
+def summary_position(condensation: Event, kept_length: int) -> int | None:
+    """Where the summary lands in the post-forget view, or ``None`` when nothing is inserted.
+
+    Offsets past the end append, exactly like ``list.insert``.
+    """
+    if condensation.summary is None or condensation.summary_offset is None:
+        return None
+    return min(condensation.summary_offset, kept_length)
+
+
+def condense(view: Sequence[T], condensation: Event, summary: T) -> list[T]:
+    """Forget first, then insert ``summary``; so a condensation naming its own summary id
+    still gets its summary (m05)."""
+    kept = forget(view, condensation)
+    position = summary_position(condensation, len(kept))
+    if position is not None:
+        kept.insert(position, summary)
+    return kept

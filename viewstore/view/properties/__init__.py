@@ -1,0 +1,23 @@
+"""The view properties, in the order enforcement consults them (SEMANTICS.md 7)."""
+
+from viewstore.view.properties.base import ViewProperty
+from viewstore.view.properties.batch_atomicity import BatchAtomicityProperty
+from viewstore.view.properties.observation_uniqueness import ObservationUniquenessProperty
+from viewstore.view.properties.tool_call_matching import ToolCallMatchingProperty
+from viewstore.view.properties.tool_loop_atomicity import ToolLoopAtomicityProperty
+
+ALL_PROPERTIES: tuple[ViewProperty, ...] = (
+    ObservationUniquenessProperty(),
+    BatchAtomicityProperty(),
+    ToolCallMatchingProperty(),
+    ToolLoopAtomicityProperty(),
+)
+
+__all__ = [
+    "ALL_PROPERTIES",
+    "BatchAtomicityProperty",
+    "ObservationUniquenessProperty",
+    "ToolCallMatchingProperty",
+    "ToolLoopAtomicityProperty",
+    "ViewProperty",
+]
