@@ -31,7 +31,7 @@ class TrackerState:
 
 @dataclass(frozen=True)
 class IndexDelta:
-    """What one append did to the index set."""
+    """What one append did to the index set: an index that really went, one that really came."""
 
     removed: int | None
     added: int | None
@@ -65,13 +65,15 @@ class IndexTracker:
 
     def append(self, item: ViewItem) -> IndexDelta:
         position = self._length
+        # Index ``position`` exists only if nothing was pending after the previous event.
+        present_before = not self._pending
         keep_before = not splits_batch(self._last_is_action, self._last_batch, item)
         self._in_loop, keep_in_loop = loop_step(self._in_loop, item)
         track_pending(self._pending, item)
         self._last_is_action = is_action(item)
         self._last_batch = item.llm_response_id if self._last_is_action else None
         self._length = position + 1
-        removed = None if keep_before and keep_in_loop else position
+        removed = position if present_before and not (keep_before and keep_in_loop) else None
         added = None if self._pending else position + 1
         return IndexDelta(removed=removed, added=added)
 
