@@ -1,1 +1,45 @@
-"""viewstore: event-sourced SQL persistence for OpenHands agent conversations."""
+"""viewstore: event-sourced SQL persistence for OpenHands agent conversations.
+
+Events and condensations go into tables through one repository (:class:`EventStore`); each
+conversation's live view and manipulation indices are kept as rows, updated in the same
+transaction as every append.
+"""
+
+from viewstore.errors import (
+    ConcurrencyError,
+    ConversationNotFoundError,
+    DuplicateEventError,
+    InvalidArgumentError,
+    InvalidEventError,
+    NoManipulationIndexError,
+    PayloadTooLargeError,
+    SchemaError,
+    StorageError,
+    ViewstoreError,
+)
+from viewstore.events import Event, Role, parse_event
+from viewstore.store import AppendResult, EventStore, StoredEvent, StoredView, VerifyReport
+from viewstore.view import ManipulationIndices, View
+
+__all__ = [
+    "AppendResult",
+    "ConcurrencyError",
+    "ConversationNotFoundError",
+    "DuplicateEventError",
+    "Event",
+    "EventStore",
+    "InvalidArgumentError",
+    "InvalidEventError",
+    "ManipulationIndices",
+    "NoManipulationIndexError",
+    "PayloadTooLargeError",
+    "Role",
+    "SchemaError",
+    "StorageError",
+    "StoredEvent",
+    "StoredView",
+    "VerifyReport",
+    "View",
+    "ViewstoreError",
+    "parse_event",
+]

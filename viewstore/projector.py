@@ -67,6 +67,8 @@ class Projection:
     closed_entries: dict[str, int] = field(default_factory=dict)  # order_key -> left_seq
     new_indices: list[IndexRow] = field(default_factory=list)
     closed_indices: dict[int, int] = field(default_factory=dict)  # position -> to_seq
+    # For each condensation seq, the ids it really removed from the view.
+    forgotten: dict[int, set[str]] = field(default_factory=dict)
 
     @property
     def rows_written(self) -> int:
@@ -114,6 +116,7 @@ class _Batch:
         self.new_indices: dict[int, IndexRow] = {}  # open or closed rows born in this batch
         self.finished_indices: list[IndexRow] = []
         self.closed_indices: dict[int, int] = {}
+        self.forgotten: dict[int, set[str]] = {}
 
     # -- indices ----------------------------------------------------------------------
 
@@ -142,6 +145,7 @@ class _Batch:
                 self.view.insert(position, entry)
 
     def close_entry(self, entry: ViewEntry, seq: int) -> None:
+        self.forgotten.setdefault(seq, set()).add(entry.id)
         born = self.new_entries.get(entry.order_key)
         if born is None:
             self.closed_entries[entry.order_key] = seq
@@ -204,6 +208,7 @@ class _Batch:
             closed_entries=self.closed_entries,
             new_indices=self.finished_indices + list(self.new_indices.values()),
             closed_indices=self.closed_indices,
+            forgotten=self.forgotten,
         )
 
 

@@ -1,0 +1,43 @@
+"""Alembic environment for viewstore.
+
+Two ways in: the ``alembic`` command line (URL from ``VIEWSTORE_URL``), and
+``EventStore.create_schema()``, which hands over an open connection in
+``config.attributes["connection"]`` so the migration runs inside the store's own engine setup.
+"""
+
+from __future__ import annotations
+
+from alembic import context
+from sqlalchemy.engine import Connection
+
+from viewstore.store.engine import create_engine_for, default_url
+from viewstore.store.schema import metadata
+
+
+def _run(connection: Connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=metadata,
+        render_as_batch=connection.dialect.name == "sqlite",
+        compare_type=True,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    connection = context.config.attributes.get("connection")
+    if connection is not None:
+        _run(connection)
+        return
+    engine = create_engine_for(default_url())
+    try:
+        with engine.connect() as conn:
+            _run(conn)
+    finally:
+        engine.dispose()
+
+
+if context.is_offline_mode():
+    raise SystemExit("viewstore migrations run online only (they create triggers per dialect)")
+run_migrations_online()

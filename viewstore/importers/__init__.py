@@ -1,0 +1,1 @@
+"""Readers of conversations stored elsewhere (OpenHands folders)."""

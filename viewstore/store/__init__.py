@@ -1,0 +1,19 @@
+"""The SQL store: schema, engines per dialect, and the EventStore that owns every transaction."""
+
+from viewstore.store.event_store import EventStore
+from viewstore.store.records import (
+    AppendResult,
+    ConversationReport,
+    StoredEvent,
+    StoredView,
+    VerifyReport,
+)
+
+__all__ = [
+    "AppendResult",
+    "ConversationReport",
+    "EventStore",
+    "StoredEvent",
+    "StoredView",
+    "VerifyReport",
+]

@@ -1,0 +1,63 @@
+"""Engines, set up per dialect.
+
+SQLite: the stdlib driver opens transactions lazily and never for SELECT, which gives no real
+isolation; it is switched to autocommit mode here and every transaction is opened explicitly.
+Writers use ``BEGIN IMMEDIATE``, taking SQLite's single write lock up front, so two appends can
+never both read version N and both write N+1. The file runs in WAL mode (readers never block
+the writer) with ``synchronous=NORMAL``: a commit survives a killed process, and only a power
+loss can take back the last few. A busy timeout makes a second writer wait instead of failing.
+
+PostgreSQL goes through psycopg 3; plain ``postgresql://`` URLs are pointed at it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+
+DEFAULT_URL = "sqlite:///viewstore.db"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+WRITE = {"viewstore_write": True}
+
+
+def default_url() -> str:
+    return os.environ.get("VIEWSTORE_URL") or DEFAULT_URL
+
+
+def normalize_url(url: str | URL) -> URL:
+    parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def create_engine_for(url: str | URL, **kwargs: Any) -> Engine:
+    parsed = normalize_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        engine = create_engine(parsed, **kwargs)
+        _configure_sqlite(engine)
+        return engine
+    kwargs.setdefault("pool_pre_ping", True)
+    return create_engine(parsed, **kwargs)
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")
+            cursor.execute("PRAGMA foreign_keys = ON")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        write = connection.get_execution_options().get("viewstore_write", False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")

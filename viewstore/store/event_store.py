@@ -1,0 +1,364 @@
+"""The EventStore: the one public entry to the database.
+
+Every public method is one transaction, opened here; the helpers in ``rows``, ``reads`` and
+``audit`` take the connection and never commit. Driver errors are translated on the way out
+by ``translated()``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Connection, Engine
+
+from viewstore import _migrations
+from viewstore.chain import chain_hash
+from viewstore.errors import (
+    ConcurrencyError,
+    DuplicateEventError,
+    InvalidArgumentError,
+    InvalidEventError,
+)
+from viewstore.events import Event, Role, parse_event
+from viewstore.projector import Projection, ProjectionState, needs_view, project
+from viewstore.store import audit, reads, rows
+from viewstore.store.engine import WRITE, create_engine_for, default_url
+from viewstore.store.records import AppendResult, StoredEvent, StoredView, VerifyReport
+from viewstore.store.translate import translated
+from viewstore.view import View
+
+EventInput = Event | dict[str, Any] | str | bytes
+DEFAULT_MAX_EVENT_BYTES = 64 * 1024 * 1024
+MAX_CONVERSATION_ID_LENGTH = 255
+
+
+def conversation_key(conversation_id: str | uuid.UUID) -> str:
+    """Validate a conversation id; UUIDs are stored as 32 hex digits, as OpenHands names them."""
+    if isinstance(conversation_id, uuid.UUID):
+        return conversation_id.hex
+    if not isinstance(conversation_id, str):
+        raise InvalidArgumentError(
+            f"conversation id must be a string, got {type(conversation_id).__name__}"
+        )
+    if not conversation_id or len(conversation_id) > MAX_CONVERSATION_ID_LENGTH:
+        raise InvalidArgumentError(
+            f"conversation id must be 1..{MAX_CONVERSATION_ID_LENGTH} characters long"
+        )
+    if any(ord(c) < 32 or c in "/\\" for c in conversation_id):
+        raise InvalidArgumentError(
+            f"conversation id {conversation_id!r} contains a control character or a slash"
+        )
+    return conversation_id
+
+
+class EventStore:
+    """Events, condensations, and each conversation's live view and indices, in SQL."""
+
+    def __init__(
+        self,
+        url_or_engine: str | Engine | None = None,
+        *,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    ) -> None:
+        if isinstance(url_or_engine, Engine):
+            self.engine = url_or_engine
+            self._owns_engine = False
+        else:
+            self.engine = create_engine_for(url_or_engine or default_url())
+            self._owns_engine = True
+        self.max_event_bytes = max_event_bytes
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def create_schema(self) -> None:
+        """Migrate the database to the newest schema (``alembic upgrade head``)."""
+        with translated(), self.engine.connect() as conn:
+            config = alembic_config()
+            config.attributes["connection"] = conn
+            command.upgrade(config, "head")
+            conn.commit()
+
+    def close(self) -> None:
+        if self._owns_engine:
+            self.engine.dispose()
+
+    def __enter__(self) -> EventStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with translated(), self.engine.execution_options(**WRITE).begin() as conn:
+            yield conn
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        # One snapshot for the several statements of a read (SQLite: BEGIN; PostgreSQL:
+        # REPEATABLE READ), so a read never mixes two versions of a conversation.
+        options: dict[str, Any] = {}
+        if self.engine.dialect.name == "postgresql":
+            options["isolation_level"] = "REPEATABLE READ"
+        with translated(), self.engine.execution_options(**options).begin() as conn:
+            yield conn
+
+    # -- writing ------------------------------------------------------------------------
+
+    def append(
+        self,
+        conversation_id: str | uuid.UUID,
+        events: EventInput | Iterable[EventInput],
+        *,
+        expected_version: int | None = None,
+    ) -> AppendResult:
+        """Append events to a conversation in one transaction, projecting its view.
+
+        ``expected_version`` (the number of events the caller saw, 0 for a new conversation)
+        makes the append conditional: a mismatch raises ``ConcurrencyError`` before anything
+        is written, unless the call is an exact retry of events already stored there.
+        """
+        key = conversation_key(conversation_id)
+        batch = self._parse_batch(events)
+        if expected_version is not None and (
+            isinstance(expected_version, bool)
+            or not isinstance(expected_version, int)
+            or expected_version < 0
+        ):
+            raise InvalidArgumentError(
+                f"expected_version must be a non-negative integer, got {expected_version!r}"
+            )
+        with self._write() as conn:
+            return self._append(conn, key, batch, expected_version)
+
+    def _parse_batch(self, events: EventInput | Iterable[EventInput]) -> list[Event]:
+        if isinstance(events, Event | dict | str | bytes | bytearray):
+            events = [events]
+        parsed: list[Event] = []
+        seen: dict[str, int] = {}
+        for index, raw in enumerate(events):
+            try:
+                event = parse_event(raw, max_bytes=self.max_event_bytes)
+            except InvalidEventError as error:
+                raise error.at_index(index) from error
+            if event.id in seen:
+                raise InvalidEventError(
+                    f"appears twice in one batch (first at #{seen[event.id]})",
+                    kind=event.kind,
+                    event_id=event.id,
+                    field="id",
+                    index=index,
+                )
+            seen[event.id] = index
+            parsed.append(event)
+        return parsed
+
+    def _append(
+        self, conn: Connection, key: str, batch: list[Event], expected: int | None
+    ) -> AppendResult:
+        now = datetime.now(UTC)
+        row = rows.lock_conversation(conn, key)
+        if row is None and not batch:
+            return AppendResult(conversation_id=key, version=0)
+        version = 0 if row is None else row.version
+        if expected is not None and expected != version:
+            retry = self._as_retry(conn, key, batch, expected, version)
+            if retry is not None:
+                return retry
+            raise ConcurrencyError(key, expected, version)
+        stored = rows.stored_payloads(conn, key, [e.id for e in batch]) if row else {}
+        duplicates: list[str] = []
+        fresh: list[Event] = []
+        for event in batch:
+            previous = stored.get(event.id)
+            if previous is None:
+                fresh.append(event)
+            elif event.same_payload(parse_event(previous)):
+                duplicates.append(event.id)
+            else:
+                raise DuplicateEventError(key, event.id, "already stored with a different payload")
+        if not fresh:
+            return AppendResult(conversation_id=key, version=version, duplicates=duplicates)
+        if row is None:
+            row = rows.create_conversation(conn, key, now)
+            version = row.version
+        state = rows.state_from_row(row)
+        numbered = list(enumerate(fresh, start=version + 1))
+        last_hash = self._insert_log(conn, key, numbered, row.last_hash, now)
+        projection = self._project(conn, key, state, numbered)
+        rows.write_projection(conn, key, projection)
+        condensed = [(seq, e) for seq, e in numbered if e.role is Role.CONDENSATION]
+        if condensed:
+            rows.insert_condensations(conn, key, condensed, projection.forgotten)
+        rows.save_state(conn, key, projection.state, last_hash, now)
+        return AppendResult(
+            conversation_id=key,
+            version=projection.state.version,
+            appended=[e.id for e in fresh],
+            duplicates=duplicates,
+            first_seq=version + 1,
+            rows_written=projection.rows_written,
+        )
+
+    def _as_retry(
+        self, conn: Connection, key: str, batch: list[Event], expected: int, version: int
+    ) -> AppendResult | None:
+        """An exact resend of events already stored right after ``expected``: a no-op."""
+        if not batch or expected + len(batch) > version:
+            return None
+        stored = rows.payloads_at(conn, key, expected + 1, expected + len(batch))
+        if len(stored) != len(batch):
+            return None
+        for event, payload in zip(batch, stored, strict=True):
+            if not event.same_payload(parse_event(payload)):
+                return None
+        return AppendResult(conversation_id=key, version=version, duplicates=[e.id for e in batch])
+
+    def _insert_log(
+        self,
+        conn: Connection,
+        key: str,
+        numbered: Sequence[tuple[int, Event]],
+        last_hash: str,
+        now: datetime,
+    ) -> str:
+        """Insert the events with their chained hashes; returns the new last hash."""
+        txid, positions = rows.allocate_positions(conn, len(numbered))
+        log_rows = []
+        for (seq, event), position in zip(numbered, positions, strict=True):
+            last_hash = chain_hash(last_hash, seq, event.id, event.payload_json)
+            log_rows.append(
+                {
+                    "conversation_id": key,
+                    "seq": seq,
+                    "event_id": event.id,
+                    "kind": event.kind,
+                    "source": event.source,
+                    "timestamp": event.timestamp,
+                    "parent_id": event.parent_id,
+                    "payload": event.payload_json,
+                    "hash": last_hash,
+                    "recorded_at": now,
+                    "position": position,
+                    "txid": txid,
+                }
+            )
+        rows.insert_events(conn, log_rows)
+        return last_hash
+
+    def _project(
+        self,
+        conn: Connection,
+        key: str,
+        state: ProjectionState,
+        numbered: list[tuple[int, Event]],
+    ) -> Projection:
+        if needs_view(e for _, e in numbered):
+            return project(
+                state,
+                numbered,
+                view=rows.load_current_view(conn, key),
+                open_indices=rows.load_open_indices(conn, key),
+            )
+        return project(state, numbered)
+
+    # -- reading ------------------------------------------------------------------------
+
+    def view(self, conversation_id: str | uuid.UUID, *, as_of: int | None = None) -> StoredView:
+        """The live view from the view rows: now, or right after event ``as_of``."""
+        key = conversation_key(conversation_id)
+        with self._read() as conn:
+            if as_of is not None:
+                self._check_seq(conn, key, as_of)
+            return reads.read_view(conn, key, as_of)
+
+    def _check_seq(self, conn: Connection, key: str, seq: int) -> int:
+        version: int = reads.conversation_row(conn, key).version
+        if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= version:
+            raise InvalidArgumentError(
+                f"as_of must be an integer between 0 and {version} for {key!r}, got {seq!r}"
+            )
+        return version
+
+    def events(
+        self, conversation_id: str | uuid.UUID, *, after: int = 0, limit: int | None = None
+    ) -> list[StoredEvent]:
+        key = conversation_key(conversation_id)
+        if limit is not None and (isinstance(limit, bool) or limit < 0):
+            raise InvalidArgumentError(f"limit must be a non-negative integer, got {limit!r}")
+        with self._read() as conn:
+            return reads.read_events(conn, key, after=after, limit=limit)
+
+    def version(self, conversation_id: str | uuid.UUID) -> int:
+        key = conversation_key(conversation_id)
+        with self._read() as conn:
+            value: int = reads.conversation_row(conn, key).version
+            return value
+
+    def conversations(self) -> list[str]:
+        with self._read() as conn:
+            return reads.conversation_ids(conn)
+
+    def _log(self, key: str, as_of: int | None = None) -> tuple[int, list[Event]]:
+        with self._read() as conn:
+            version = reads.conversation_row(conn, key).version
+            if as_of is not None:
+                self._check_seq(conn, key, as_of)
+            stored = reads.read_events(conn, key, upto=as_of)
+        return (version if as_of is None else as_of), [
+            parse_event(event.payload_json) for event in stored
+        ]
+
+    def resume_view(self, conversation_id: str | uuid.UUID) -> StoredView:
+        """The resume semantics: ``View.from_events`` over the whole log, as OpenHands
+        computes it when it loads a conversation (computed, not stored)."""
+        key = conversation_key(conversation_id)
+        version, log = self._log(key)
+        return _stored(key, version, View.from_events(log), None)
+
+    def replay(self, conversation_id: str | uuid.UUID, *, as_of: int | None = None) -> StoredView:
+        """The live view recomputed from the log by the pure engine (no view rows read)."""
+        key = conversation_key(conversation_id)
+        version, log = self._log(key, as_of)
+        view = View()
+        for event in log:
+            view.append_event(event)
+        return _stored(key, version, view, as_of)
+
+    # -- audit --------------------------------------------------------------------------
+
+    def verify(self, conversation_id: str | uuid.UUID | None = None) -> VerifyReport:
+        """Check the hash chain and that every view and index row equals a pure replay."""
+        keys = None if conversation_id is None else [conversation_key(conversation_id)]
+        with self._read() as conn:
+            return audit.verify(conn, keys)
+
+    def rebuild(self, conversation_id: str | uuid.UUID | None = None) -> int:
+        """Rewrite the view and index rows of one or every conversation from the log."""
+        keys = None if conversation_id is None else [conversation_key(conversation_id)]
+        with self._write() as conn:
+            return audit.rebuild(conn, keys)
+
+
+def _stored(key: str, version: int, view: View, as_of: int | None) -> StoredView:
+    return StoredView(
+        conversation_id=key,
+        version=version,
+        events=view.events,
+        manipulation_indices=sorted(view.manipulation_indices),
+        unhandled_condensation_request=view.unhandled_condensation_request,
+        as_of=as_of,
+    )
+
+
+def alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(Path(_migrations.__file__).parent))
+    return config

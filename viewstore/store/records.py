@@ -1,0 +1,106 @@
+"""What the store hands back: plain, immutable records."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from viewstore.events import Event
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    conversation_id: str
+    seq: int
+    event_id: str
+    kind: str
+    payload_json: str
+    recorded_at: datetime
+    hash: str
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        """The exact JSON object that was appended (a fresh copy)."""
+        value: dict[str, Any] = json.loads(self.payload_json)
+        return value
+
+
+@dataclass(frozen=True)
+class StoredView:
+    """A conversation's view: what the LLM is sent, and where a condenser may cut."""
+
+    conversation_id: str
+    version: int
+    events: list[Event]
+    manipulation_indices: list[int]
+    unhandled_condensation_request: bool
+    as_of: int | None = None
+
+    @property
+    def event_ids(self) -> list[str]:
+        return [event.id for event in self.events]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "conversation_id": self.conversation_id,
+            "version": self.version,
+            "event_ids": self.event_ids,
+            "manipulation_indices": list(self.manipulation_indices),
+            "unhandled_condensation_request": self.unhandled_condensation_request,
+        }
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    conversation_id: str
+    version: int
+    appended: list[str] = field(default_factory=list)  # ids written by this call, in order
+    duplicates: list[str] = field(default_factory=list)  # ids already stored, same payload
+    first_seq: int | None = None
+    rows_written: int = 0  # view-entry and index rows inserted or closed
+
+    @property
+    def created(self) -> bool:
+        return self.first_seq == 1
+
+
+@dataclass
+class ConversationReport:
+    conversation_id: str
+    version: int
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # differences that are not faults
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@dataclass
+class VerifyReport:
+    conversations: list[ConversationReport] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(report.ok for report in self.conversations)
+
+    @property
+    def problems(self) -> list[str]:
+        return [
+            f"{report.conversation_id}: {problem}"
+            for report in self.conversations
+            for problem in report.problems
+        ]
+
+    def render(self) -> str:
+        lines = []
+        for report in self.conversations:
+            status = "ok" if report.ok else "PROBLEMS"
+            lines.append(f"{report.conversation_id} (version {report.version}): {status}")
+            lines.extend(f"  - {problem}" for problem in report.problems)
+            lines.extend(f"  . {note}" for note in report.notes)
+        ok = sum(report.ok for report in self.conversations)
+        lines.append(f"{ok}/{len(self.conversations)} conversations verified")
+        return "\n".join(lines)

@@ -1,0 +1,297 @@
+"""Row-level SQL for one conversation. Every function takes an open ``Connection`` and never
+commits: the transaction belongs to the public ``EventStore`` method that called it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Row, and_, bindparam, func, insert, or_, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from viewstore.events import Event, Role
+from viewstore.projector import Projection, ProjectionState, ViewEntry
+from viewstore.store.schema import (
+    condensation_forgotten,
+    condensations,
+    conversations,
+    events,
+    manipulation_indices,
+    view_entries,
+)
+from viewstore.view import TrackerState
+
+CHUNK = 500  # ids per IN (...) list: far below every backend's bound-parameter limit
+
+
+def chunks(items: Sequence[str], size: int = CHUNK) -> Iterable[Sequence[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+# -- the conversation row -----------------------------------------------------------------
+
+
+def lock_conversation(conn: Connection, conversation_id: str) -> Row[Any] | None:
+    """Read the conversation row, locking it on PostgreSQL until the transaction ends.
+
+    On SQLite the write transaction was opened with BEGIN IMMEDIATE, which already holds the
+    database's single write lock; on PostgreSQL the row lock is the only lock an append takes,
+    so writers to different conversations never wait for each other.
+    """
+    query = select(conversations).where(conversations.c.id == conversation_id)
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    return conn.execute(query).first()
+
+
+def create_conversation(conn: Connection, conversation_id: str, now: datetime) -> Row[Any]:
+    """Insert an empty conversation row (a concurrent creator may win; we then lock theirs)."""
+    values = state_values(ProjectionState(), last_hash="0" * 64)
+    values.update(id=conversation_id, created_at=now, updated_at=now)
+    if conn.dialect.name == "postgresql":
+        conn.execute(pg_insert(conversations).values(values).on_conflict_do_nothing())
+    else:
+        conn.execute(insert(conversations).values(values))
+    row = lock_conversation(conn, conversation_id)
+    assert row is not None  # just inserted, or inserted by the transaction we waited for
+    return row
+
+
+def state_values(state: ProjectionState, last_hash: str) -> dict[str, Any]:
+    tracker = state.tracker
+    return {
+        "version": state.version,
+        "unhandled_request": state.unhandled_request,
+        "view_length": tracker.length,
+        "pending_tool_calls": json.dumps(sorted(tracker.pending, key=str)),
+        "in_tool_loop": tracker.in_loop,
+        "last_is_action": tracker.last_is_action,
+        "last_batch": tracker.last_batch,
+        "last_hash": last_hash,
+    }
+
+
+def state_from_row(row: Row[Any]) -> ProjectionState:
+    tracker = TrackerState(
+        length=row.view_length,
+        pending=frozenset(json.loads(row.pending_tool_calls)),
+        in_loop=row.in_tool_loop,
+        last_is_action=row.last_is_action,
+        last_batch=row.last_batch,
+    )
+    return ProjectionState(
+        version=row.version, unhandled_request=row.unhandled_request, tracker=tracker
+    )
+
+
+def save_state(
+    conn: Connection, conversation_id: str, state: ProjectionState, last_hash: str, now: datetime
+) -> None:
+    values = state_values(state, last_hash)
+    values["updated_at"] = now
+    conn.execute(update(conversations).where(conversations.c.id == conversation_id).values(values))
+
+
+# -- events -------------------------------------------------------------------------------
+
+
+def stored_payloads(conn: Connection, conversation_id: str, ids: Sequence[str]) -> dict[str, str]:
+    """Payloads already stored under these event ids in this conversation."""
+    found: dict[str, str] = {}
+    for part in chunks(ids):
+        rows = conn.execute(
+            select(events.c.event_id, events.c.payload).where(
+                events.c.conversation_id == conversation_id, events.c.event_id.in_(part)
+            )
+        )
+        found.update({row.event_id: row.payload for row in rows})
+    return found
+
+
+def payloads_at(conn: Connection, conversation_id: str, first: int, last: int) -> list[str]:
+    rows = conn.execute(
+        select(events.c.payload)
+        .where(events.c.conversation_id == conversation_id, events.c.seq.between(first, last))
+        .order_by(events.c.seq)
+    )
+    return [row.payload for row in rows]
+
+
+def allocate_positions(conn: Connection, count: int) -> tuple[int, list[int]]:
+    """Feed positions for ``count`` new events, and the writing transaction's id.
+
+    PostgreSQL draws positions from a sequence (no lock; gaps from rolled-back transactions are
+    harmless) and records the transaction id so the feed can wait for slower transactions. On
+    SQLite the single writer makes ``max + 1`` safe and commit order equals position order.
+    """
+    if conn.dialect.name == "postgresql":
+        rows = conn.exec_driver_sql(
+            "SELECT pg_current_xact_id()::text::bigint, nextval('events_position_seq') "
+            "FROM generate_series(1, %(n)s)",
+            {"n": count},
+        ).all()
+        return rows[0][0], [row[1] for row in rows]
+    start = conn.execute(select(func.coalesce(func.max(events.c.position), 0))).scalar_one()
+    return 0, list(range(start + 1, start + count + 1))
+
+
+def insert_events(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    conn.execute(insert(events), rows)
+
+
+def insert_condensations(
+    conn: Connection,
+    conversation_id: str,
+    condensed: list[tuple[int, Event]],
+    forgotten: dict[int, set[str]],
+) -> None:
+    conn.execute(
+        insert(condensations),
+        [
+            {
+                "conversation_id": conversation_id,
+                "seq": seq,
+                "event_id": event.id,
+                "summary": event.summary,
+                "summary_offset": event.summary_offset,
+            }
+            for seq, event in condensed
+        ],
+    )
+    ids = [
+        {
+            "conversation_id": conversation_id,
+            "seq": seq,
+            "event_id": forgotten_id,
+            "was_in_view": forgotten_id in forgotten.get(seq, set()),
+        }
+        for seq, event in condensed
+        for forgotten_id in sorted(event.forgotten_event_ids)
+    ]
+    if ids:
+        conn.execute(insert(condensation_forgotten), ids)
+
+
+# -- the projection -----------------------------------------------------------------------
+
+
+def _entry_from_row(row: Row[Any]) -> ViewEntry:
+    return ViewEntry(
+        order_key=row.order_key,
+        id=row.event_id,
+        seq=row.seq,
+        kind=row.kind,
+        role=Role(row.role),
+        tool_call_id=row.tool_call_id,
+        llm_response_id=row.llm_response_id,
+        thinking=row.thinking,
+        entered_seq=row.entered_seq,
+        left_seq=row.left_seq,
+        summary_payload=row.summary_payload,
+    )
+
+
+def load_current_view(conn: Connection, conversation_id: str) -> list[ViewEntry]:
+    rows = conn.execute(
+        select(view_entries)
+        .where(view_entries.c.conversation_id == conversation_id, view_entries.c.left_seq.is_(None))
+        .order_by(view_entries.c.order_key)
+    )
+    return [_entry_from_row(row) for row in rows]
+
+
+def load_all_entries(conn: Connection, conversation_id: str) -> list[ViewEntry]:
+    rows = conn.execute(
+        select(view_entries)
+        .where(view_entries.c.conversation_id == conversation_id)
+        .order_by(view_entries.c.order_key)
+    )
+    return [_entry_from_row(row) for row in rows]
+
+
+def load_index_rows(conn: Connection, conversation_id: str) -> list[tuple[int, int, int | None]]:
+    rows = conn.execute(
+        select(
+            manipulation_indices.c.position,
+            manipulation_indices.c.from_seq,
+            manipulation_indices.c.to_seq,
+        ).where(manipulation_indices.c.conversation_id == conversation_id)
+    )
+    return [(row.position, row.from_seq, row.to_seq) for row in rows]
+
+
+def load_open_indices(conn: Connection, conversation_id: str) -> set[int]:
+    rows = conn.execute(
+        select(manipulation_indices.c.position).where(
+            manipulation_indices.c.conversation_id == conversation_id,
+            manipulation_indices.c.to_seq.is_(None),
+        )
+    )
+    return {row.position for row in rows}
+
+
+def write_projection(conn: Connection, conversation_id: str, projection: Projection) -> None:
+    """Write exactly the row changes the projector returned, one statement per kind."""
+    if projection.new_entries:
+        conn.execute(
+            insert(view_entries),
+            [
+                {
+                    "conversation_id": conversation_id,
+                    "order_key": entry.order_key,
+                    "event_id": entry.id,
+                    "seq": entry.seq,
+                    "kind": entry.kind,
+                    "role": entry.role.value,
+                    "tool_call_id": entry.tool_call_id,
+                    "llm_response_id": entry.llm_response_id,
+                    "thinking": entry.thinking,
+                    "entered_seq": entry.entered_seq,
+                    "left_seq": entry.left_seq,
+                    "summary_payload": entry.summary_payload,
+                }
+                for entry in projection.new_entries
+            ],
+        )
+    if projection.closed_entries:
+        conn.execute(
+            update(view_entries)
+            .where(
+                view_entries.c.conversation_id == conversation_id,
+                view_entries.c.order_key == bindparam("key"),
+            )
+            .values(left_seq=bindparam("left")),
+            [{"key": key, "left": seq} for key, seq in projection.closed_entries.items()],
+        )
+    if projection.closed_indices:
+        conn.execute(
+            update(manipulation_indices)
+            .where(
+                manipulation_indices.c.conversation_id == conversation_id,
+                manipulation_indices.c.position == bindparam("pos"),
+                manipulation_indices.c.to_seq.is_(None),
+            )
+            .values(to_seq=bindparam("to")),
+            [{"pos": pos, "to": seq} for pos, seq in projection.closed_indices.items()],
+        )
+    if projection.new_indices:
+        conn.execute(
+            insert(manipulation_indices),
+            [
+                {
+                    "conversation_id": conversation_id,
+                    "position": row.position,
+                    "from_seq": row.from_seq,
+                    "to_seq": row.to_seq,
+                }
+                for row in projection.new_indices
+            ],
+        )
+
+
+def alive_at(start: Any, end: Any, seq: int) -> Any:
+    """SQL condition: a row with lifetime ``[start, end)`` exists right after event ``seq``."""
+    return and_(start <= seq, or_(end.is_(None), end > seq))

@@ -1,0 +1,154 @@
+"""The tables, as SQLAlchemy Core metadata.
+
+The Alembic revisions freeze their own copies of these shapes; ``alembic check`` (run by the
+tests) proves the two agree. Names follow one convention so migrations can address constraints.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_N_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+ID = String(512)
+CONVERSATION_ID = String(255)
+# Order keys are digit strings compared byte by byte; PostgreSQL must not apply a locale.
+ORDER_KEY = Text().with_variant(Text(collation="C"), "postgresql")
+
+conversations = Table(
+    "conversations",
+    metadata,
+    Column("id", CONVERSATION_ID, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("version", BigInteger, nullable=False),
+    # The projector's carried state (viewstore.projector.ProjectionState).
+    Column("unhandled_request", Boolean, nullable=False),
+    Column("view_length", Integer, nullable=False),
+    Column("pending_tool_calls", Text, nullable=False),  # JSON array of tool-call ids
+    Column("in_tool_loop", Boolean, nullable=False),
+    Column("last_is_action", Boolean, nullable=False),
+    Column("last_batch", Text, nullable=True),
+    Column("last_hash", String(64), nullable=False),
+    PrimaryKeyConstraint("id"),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("conversation_id", CONVERSATION_ID, nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("event_id", ID, nullable=False),
+    Column("kind", String(255), nullable=False),
+    Column("source", String(255), nullable=True),
+    Column("timestamp", String(64), nullable=True),
+    Column("parent_id", ID, nullable=True),
+    Column("payload", Text, nullable=False),
+    Column("hash", String(64), nullable=False),
+    Column("recorded_at", DateTime(timezone=True), nullable=False),
+    # Change feed: a global position, and on PostgreSQL the writing transaction's id, so a
+    # reader can stay below every transaction still in flight.
+    Column("position", BigInteger, nullable=False),
+    Column("txid", BigInteger, nullable=False),
+    PrimaryKeyConstraint("conversation_id", "seq"),
+    UniqueConstraint("conversation_id", "event_id"),
+    UniqueConstraint("position"),
+    ForeignKeyConstraint(["conversation_id"], ["conversations.id"]),
+    Index(None, "event_id"),
+    Index(None, "conversation_id", "kind", "seq"),
+    Index(None, "txid", "position"),
+)
+
+condensations = Table(
+    "condensations",
+    metadata,
+    Column("conversation_id", CONVERSATION_ID, nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("event_id", ID, nullable=False),
+    Column("summary", Text, nullable=True),
+    Column("summary_offset", BigInteger, nullable=True),
+    PrimaryKeyConstraint("conversation_id", "seq"),
+    ForeignKeyConstraint(["conversation_id", "seq"], ["events.conversation_id", "events.seq"]),
+)
+
+condensation_forgotten = Table(
+    "condensation_forgotten",
+    metadata,
+    Column("conversation_id", CONVERSATION_ID, nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("event_id", ID, nullable=False),
+    # Whether the id was in the view when the condensation ran (and so really left it).
+    Column("was_in_view", Boolean, nullable=False),
+    PrimaryKeyConstraint("conversation_id", "seq", "event_id"),
+    ForeignKeyConstraint(
+        ["conversation_id", "seq"], ["condensations.conversation_id", "condensations.seq"]
+    ),
+    Index(None, "conversation_id", "event_id"),
+)
+
+view_entries = Table(
+    "view_entries",
+    metadata,
+    Column("conversation_id", CONVERSATION_ID, nullable=False),
+    Column("order_key", ORDER_KEY, nullable=False),
+    Column("event_id", ID, nullable=False),
+    Column("seq", BigInteger, nullable=False),  # the event's seq; a summary: its condensation's
+    Column("kind", String(255), nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("tool_call_id", Text, nullable=True),
+    Column("llm_response_id", Text, nullable=True),
+    Column("thinking", Boolean, nullable=False),
+    Column("entered_seq", BigInteger, nullable=False),
+    Column("left_seq", BigInteger, nullable=True),
+    Column("summary_payload", Text, nullable=True),  # synthesized summary events only
+    PrimaryKeyConstraint("conversation_id", "order_key"),
+    ForeignKeyConstraint(["conversation_id"], ["conversations.id"]),
+    Index(
+        "ix_view_entries_current",
+        "conversation_id",
+        "order_key",
+        postgresql_where=text("left_seq IS NULL"),
+        sqlite_where=text("left_seq IS NULL"),
+    ),
+)
+
+manipulation_indices = Table(
+    "manipulation_indices",
+    metadata,
+    Column("conversation_id", CONVERSATION_ID, nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("from_seq", BigInteger, nullable=False),
+    Column("to_seq", BigInteger, nullable=True),
+    PrimaryKeyConstraint("conversation_id", "position", "from_seq"),
+    ForeignKeyConstraint(["conversation_id"], ["conversations.id"]),
+    Index(
+        "ix_manipulation_indices_current",
+        "conversation_id",
+        "position",
+        postgresql_where=text("to_seq IS NULL"),
+        sqlite_where=text("to_seq IS NULL"),
+    ),
+)
