@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Column, Integer, MetaData, String, Table, Text, insert, select, text
+from sqlalchemy import Column, Integer, MetaData, String, Table, Text, insert, text
 
 from benchmarks.bench_view import generate
 from viewstore import EventStore, View, parse_event
@@ -242,7 +242,7 @@ def measure_reads(store: EventStore, size: int, repeat: int, seed: int) -> dict[
 # -- 5: writer processes ----------------------------------------------------------------------
 
 
-def _writer(url: str, key: str, appends: int, seed: int, start: Any, out: Any) -> None:
+def _writer(url: str, key: str, appends: int, seed: int, start: Any, out: Any) -> None:  # noqa: PLR0917
     store = EventStore(url)
     events = fresh_events(appends, seed)
     store.append(key, events[:1])
@@ -370,11 +370,13 @@ def report(results: dict[str, Any]) -> str:
         f"{'measure':<52} {'figure':>22}  target",
         f"{'1. append+projection vs raw INSERT+COMMIT':<52} "
         f"{s['throughput_ratio']:>21.2f}x  >= 0.85 {'met' if s['met'] else 'NOT met'}",
-        f"{'   (ms per append: viewstore / raw)':<52} {s['viewstore_ms']:>10.3f} / {s['raw_ms']:.3f}",
+        f"{'   (ms per append: viewstore / raw)':<52} "
+        f"{s['viewstore_ms']:>10.3f} / {s['raw_ms']:.3f}",
         f"{'2. append @20k events vs @100':<52} "
         f"{h['cost_ratio']:>21.2f}x  <= 1.15 {'met' if h['met'] else 'NOT met'}",
-        f"{'3. batched appends (100/call), events/s':<52} {results['batches']['events_per_s']:>22,.0f}",
-        f"{'   condensation on ' + str(results['condensation']['view_length']) + '-event view, ms':<52} "
+        f"{'3. batched appends (100/call), events/s':<52} "
+        f"{results['batches']['events_per_s']:>22,.0f}",
+        f"{'   condensation on a ' + str(results['condensation']['view_length']) + '-event view, ms':<52} "  # noqa: E501
         f"{results['condensation']['ms']:>22.1f}",
         f"{'4. read ' + str(r['view_length']) + '-event view vs raw SELECT':<52} "
         f"{r['read_ratio']:>21.2f}x  <= 1.2 {'met' if r['read_met'] else 'NOT met'}",
@@ -393,7 +395,8 @@ def report(results: dict[str, Any]) -> str:
         f"{'6. rebuild / resume_view of ' + str(rr['events']) + ' events, events/s':<52} "
         f"{rr['rebuild_events_per_s']:>10,.0f} / {rr['resume_events_per_s']:,.0f}",
         f"{'7. peak memory append / read of ' + str(m['events']) + ' events, MB':<52} "
-        f"{m['append_peak_mb']:>10.1f} / {m['read_peak_mb']:.1f}  (payloads {m['payload_mb']:.1f} MB)",
+        f"{m['append_peak_mb']:>10.1f} / {m['read_peak_mb']:.1f}  "
+        f"(payloads {m['payload_mb']:.1f} MB)",
     ]
     return "\n".join(lines)
 

@@ -25,24 +25,29 @@ def conversation_row(conn: Connection, conversation_id: str) -> Row[Any]:
     return row
 
 
+_ROLES = {role.value: role for role in Role}
+
+
 def _event_from_view_row(row: Any) -> Event:
+    (event_id, kind, role, tool_call_id, llm_response_id, thinking, summary_payload,
+     payload, source, timestamp, parent_id) = row  # fmt: skip
     summary = None
-    payload = row.payload
-    if row.summary_payload is not None:
-        payload = row.summary_payload
+    if summary_payload is not None:
+        payload = summary_payload
         summary = json.loads(payload).get("summary")
+        parent_id = None
     # Rows were validated when appended; rebuilding the envelope skips a second validation.
-    return Event.model_construct(
-        kind=row.kind,
-        id=row.event_id,
-        role=Role(row.role),
+    return Event.trusted(
+        kind=kind,
+        id=event_id,
+        role=_ROLES[role],
         known_kind=True,
-        source=row.source,
-        timestamp=row.timestamp,
-        parent_id=None if row.summary_payload is not None else row.parent_id,
-        tool_call_id=row.tool_call_id,
-        llm_response_id=row.llm_response_id,
-        thinking=row.thinking,
+        source=source,
+        timestamp=timestamp,
+        parent_id=parent_id,
+        tool_call_id=tool_call_id,
+        llm_response_id=llm_response_id,
+        thinking=bool(thinking),
         forgotten_event_ids=frozenset(),
         summary=summary,
         summary_offset=None,
