@@ -40,7 +40,8 @@ def create_engine_for(url: str | URL, **kwargs: Any) -> Engine:
         engine = create_engine(parsed, **kwargs)
         _configure_sqlite(engine)
         return engine
-    kwargs.setdefault("pool_pre_ping", True)
+    # No pool_pre_ping: it costs a round trip per transaction on the append hot path; a
+    # connection the server dropped surfaces as a StorageError and the pool replaces it.
     return create_engine(parsed, **kwargs)
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Row, and_, bindparam, func, insert, or_, select, update
+from sqlalchemy import Connection, Row, and_, func, insert, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from viewstore.events import Event, Role
@@ -23,10 +23,11 @@ from viewstore.store.schema import (
 )
 from viewstore.view import TrackerState
 
+K = TypeVar("K", str, int)
 CHUNK = 500  # ids per IN (...) list: far below every backend's bound-parameter limit
 
 
-def chunks(items: Sequence[str], size: int = CHUNK) -> Iterable[Sequence[str]]:
+def chunks(items: Sequence[K], size: int = CHUNK) -> Iterable[Sequence[K]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
 
@@ -256,27 +257,27 @@ def write_projection(conn: Connection, conversation_id: str, projection: Project
                 for entry in projection.new_entries
             ],
         )
-    if projection.closed_entries:
-        conn.execute(
-            update(view_entries)
-            .where(
-                view_entries.c.conversation_id == conversation_id,
-                view_entries.c.order_key == bindparam("key"),
+    for seq, keys in _by_seq(projection.closed_entries).items():
+        for part in chunks(keys):
+            conn.execute(
+                update(view_entries)
+                .where(
+                    view_entries.c.conversation_id == conversation_id,
+                    view_entries.c.order_key.in_(part),
+                )
+                .values(left_seq=seq)
             )
-            .values(left_seq=bindparam("left")),
-            [{"key": key, "left": seq} for key, seq in projection.closed_entries.items()],
-        )
-    if projection.closed_indices:
-        conn.execute(
-            update(manipulation_indices)
-            .where(
-                manipulation_indices.c.conversation_id == conversation_id,
-                manipulation_indices.c.position == bindparam("pos"),
-                manipulation_indices.c.to_seq.is_(None),
+    for seq, positions in _by_seq(projection.closed_indices).items():
+        for batch in chunks(positions):
+            conn.execute(
+                update(manipulation_indices)
+                .where(
+                    manipulation_indices.c.conversation_id == conversation_id,
+                    manipulation_indices.c.position.in_(batch),
+                    manipulation_indices.c.to_seq.is_(None),
+                )
+                .values(to_seq=seq)
             )
-            .values(to_seq=bindparam("to")),
-            [{"pos": pos, "to": seq} for pos, seq in projection.closed_indices.items()],
-        )
     if projection.new_indices:
         conn.execute(
             insert(manipulation_indices),
@@ -290,6 +291,15 @@ def write_projection(conn: Connection, conversation_id: str, projection: Project
                 for row in projection.new_indices
             ],
         )
+
+
+def _by_seq(closed: dict[K, int]) -> dict[int, list[K]]:
+    """Group closed rows by the seq that closed them: a condensation closes many rows at one
+    seq, which is then one UPDATE ... IN (...) rather than one statement per row."""
+    groups: dict[int, list[K]] = {}
+    for key, seq in closed.items():
+        groups.setdefault(seq, []).append(key)
+    return groups
 
 
 def alive_at(start: Any, end: Any, seq: int) -> Any:
