@@ -62,7 +62,9 @@ def M(eid: str = "M", text: str = "done", thinking: bool = False) -> Event:
 
 def A(eid: str, tc: str, r: str, thinking: bool = False) -> Event:
     """``A(tc, r)``: an action with ``tool_call_id=tc`` and ``llm_response_id=r``."""
-    blocks = [{"type": "thinking", "thinking": "let me look", "signature": "sig"}] if thinking else []
+    blocks = (
+        [{"type": "thinking", "thinking": "let me look", "signature": "sig"}] if thinking else []
+    )
     return _event(
         {
             "id": eid,
@@ -87,7 +89,10 @@ def O(eid: str, tc: str) -> Event:  # noqa: E743 - the spec's name for an observ
             "source": "environment",
             "tool_name": "terminal",
             "tool_call_id": tc,
-            "observation": {"content": [{"type": "text", "text": "ok"}], "kind": "TerminalObservation"},
+            "observation": {
+                "content": [{"type": "text", "text": "ok"}],
+                "kind": "TerminalObservation",
+            },
             "action_id": "whatever",
             "kind": "ObservationEvent",
         }

@@ -11,6 +11,7 @@ condensations are made like the real condenser (SEMANTICS.md 11), from the live 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -134,43 +135,43 @@ def _condenser(draw: Any, b: _Builder) -> None:
     b.summary_ids.append(f"{cid}-summary")
 
 
+def _late(draw: Any, b: _Builder) -> None:
+    if b.late:
+        tc = b.late.pop(draw(st.integers(0, len(b.late) - 1)))
+        b.add(_observation(draw, b, tc))
+
+
+def _non_llm(draw: Any, b: _Builder) -> None:
+    if draw(st.booleans()):
+        b.add(X(b.new_id()))
+    else:
+        kind = draw(st.sampled_from(NON_LLM_KINDS))
+        b.add(parse_event({"id": b.new_id(), "source": "environment", "kind": kind}))
+
+
+STEPS: dict[str, Callable[[Any, _Builder], None]] = {
+    "user": lambda draw, b: b.add(U(b.new_id())),
+    "agent": lambda draw, b: b.add(M(b.new_id(), thinking=draw(st.booleans()))),
+    "system": lambda draw, b: b.add(S(b.new_id())),
+    "batch": _batch,
+    "late": _late,
+    "orphan": lambda draw, b: b.add(_observation(draw, b, f"orphan_{b.count}")),
+    "non_llm": _non_llm,
+    "request": lambda draw, b: b.add(R(b.new_id())),
+    "condensation": _condensation,
+    "condenser": _condenser,
+}
+# Batches are the bulk of a real conversation.
+STEP_WEIGHTS = [*STEPS, "batch", "batch", "batch"]
+
+
 @st.composite
 def streams(draw: Any, max_steps: int = 30) -> list[Event]:
     b = _Builder()
     if draw(st.booleans()):
         b.add(S(b.new_id()))
     for _ in range(draw(st.integers(0, max_steps))):
-        step = draw(
-            st.sampled_from(
-                ["user", "agent", "batch", "batch", "batch", "batch", "late", "orphan",
-                 "non_llm", "request", "condensation", "condenser", "system"]  # fmt: skip
-            )
-        )
-        if step == "user":
-            b.add(U(b.new_id()))
-        elif step == "agent":
-            b.add(M(b.new_id(), thinking=draw(st.booleans())))
-        elif step == "system":
-            b.add(S(b.new_id()))
-        elif step == "batch":
-            _batch(draw, b)
-        elif step == "late" and b.late:
-            tc = b.late.pop(draw(st.integers(0, len(b.late) - 1)))
-            b.add(_observation(draw, b, tc))
-        elif step == "orphan":
-            b.add(_observation(draw, b, f"orphan_{b.count}"))
-        elif step == "non_llm":
-            if draw(st.booleans()):
-                b.add(X(b.new_id()))
-            else:
-                kind = draw(st.sampled_from(NON_LLM_KINDS))
-                b.add(parse_event({"id": b.new_id(), "source": "environment", "kind": kind}))
-        elif step == "request":
-            b.add(R(b.new_id()))
-        elif step == "condensation":
-            _condensation(draw, b)
-        elif step == "condenser":
-            _condenser(draw, b)
+        STEPS[draw(st.sampled_from(STEP_WEIGHTS))](draw, b)
     return b.events
 
 

@@ -93,8 +93,8 @@ def test_uniqueness_never_restricts_indices() -> None:
 def test_uniqueness_first_observation_in_view_order_wins() -> None:
     """m11 (interrupt recovery): a synthetic error, then the late real observation.
 
-        S U A1(t1) X E(t1) O(t1) M      live:   both kept, indices {0,1,2,4,5,6}
-                           ^^^^^ dup    resume: O dropped,  indices {0,1,2,4,5}
+    S U A1(t1) X E(t1) O(t1) M      live:   both kept, indices {0,1,2,4,5,6}
+                       ^^^^^ dup    resume: O dropped,  indices {0,1,2,4,5}
     """
     stream = [S(), U(), A("A1", "t1", "r1"), X("INT"), E("E1", "t1"), O("O1", "t1"), M()]
     view = [e for e in stream if e.kind != "ConversationStateUpdateEvent"]
@@ -122,8 +122,8 @@ def test_uniqueness_counts_only_the_view() -> None:
 def test_batch_indices_guard_adjacent_actions_only() -> None:
     """6.2: a 3-call batch loses the two gaps inside it (indices 3 and 4).
 
-        S U A1(t1,r) A2(t2,r) A3(t3,r) O1 O2 O3 M
-        0 1 2        x        x        5  6  7  8 9
+    S U A1(t1,r) A2(t2,r) A3(t3,r) O1 O2 O3 M
+    0 1 2        x        x        5  6  7  8 9
     """
     view = [
         S(), U(),
@@ -138,10 +138,10 @@ def test_batch_indices_guard_adjacent_actions_only() -> None:
 def test_worked_example_m16_invalid_call_mid_batch() -> None:
     """6 worked example (m16): A2's call was invalid, so an agent error sits inside the batch.
 
-        S U A1(t1,r) A2(t2,r) E(t2) A3(t3,r) O(t1) O(t3) M
-        0 1 2        x        .     .        .     .     8 9
-                     ^ batch (A1|A2 adjacent); A2|E and E|A3 are not guarded by the batch
-        pending t1 from index 3 to 7: ToolCallMatching removes 3..7
+    S U A1(t1,r) A2(t2,r) E(t2) A3(t3,r) O(t1) O(t3) M
+    0 1 2        x        .     .        .     .     8 9
+                 ^ batch (A1|A2 adjacent); A2|E and E|A3 are not guarded by the batch
+    pending t1 from index 3 to 7: ToolCallMatching removes 3..7
     """
     view = [
         S(), U(),
@@ -161,10 +161,10 @@ def test_worked_example_m16_invalid_call_mid_batch() -> None:
 def test_batch_enforcement_removes_only_actions_then_matching_cascades() -> None:
     """m13: forgetting one action of a 3-call batch takes two rounds.
 
-        S U A1 A2 A3 O1 O2 O3 M  C(forget A2, summary at 2)
-        live:   S U ΣC A1 A3 O1 O2 O3 M   indices {0,1,2,3,8,9}
-        round 1 BatchAtomicity  removes A1 A3   (B_view(r)={A1,A3} != {A1,A2,A3})
-        round 2 ToolCallMatching removes O1 O2 O3 (now orphans)
+    S U A1 A2 A3 O1 O2 O3 M  C(forget A2, summary at 2)
+    live:   S U ΣC A1 A3 O1 O2 O3 M   indices {0,1,2,3,8,9}
+    round 1 BatchAtomicity  removes A1 A3   (B_view(r)={A1,A3} != {A1,A2,A3})
+    round 2 ToolCallMatching removes O1 O2 O3 (now orphans)
     """
     stream = [
         S(), U(),
@@ -247,9 +247,9 @@ def test_matching_orphan_observation_has_no_index_effect() -> None:
 def test_matching_reused_tool_call_id() -> None:
     """m10: two batches reuse ``call_0``. The resolved id becomes pending again at A2.
 
-        S U A1(c0,r1) O1(c0) A2(c0,r2) O2(c0) M     live {0,1,2,4,6,7}
-        resume: O2 is a duplicate (uniqueness); A2 then has no result of its own, but
-        matching is by set, so A2 stays, and every index after it is blocked: {0,1,2,4}
+    S U A1(c0,r1) O1(c0) A2(c0,r2) O2(c0) M     live {0,1,2,4,6,7}
+    resume: O2 is a duplicate (uniqueness); A2 then has no result of its own, but
+    matching is by set, so A2 stays, and every index after it is blocked: {0,1,2,4}
     """
     stream = [
         S(), U(),
@@ -303,8 +303,8 @@ def test_consecutive_tool_loops_keep_their_boundary() -> None:
 def test_tool_loop_spans_several_responses() -> None:
     """m18: the loop runs from A*1 over every following action/observation until M.
 
-        S U A*1 O1 A2 O2 A3 O3 M
-        0 1 2   x  x  x  x  x  8 9
+    S U A*1 O1 A2 O2 A3 O3 M
+    0 1 2   x  x  x  x  x  8 9
     """
     view = [S(), U(), A("A1", "t1", "r1", True), O("O1", "t1"), A("A2", "t2", "r2"),
             O("O2", "t2"), A("A3", "t3", "r3"), O("O3", "t3"), M()]  # fmt: skip
@@ -315,8 +315,8 @@ def test_tool_loop_spans_several_responses() -> None:
 def test_summary_inside_a_loop_splits_it_for_indices() -> None:
     """m19: ΣC lands at 4, inside the loop: index 4 (before Σ) and 5 (after it) open up.
 
-        S U A*1 O1 ΣC A2 O2
-        0 1 2   x  4  5  x  7      (6 is lost to the pending t2, not to the loop)
+    S U A*1 O1 ΣC A2 O2
+    0 1 2   x  4  5  x  7      (6 is lost to the pending t2, not to the loop)
     """
     stream = [S(), U(), A("A1", "t1", "r1", True), O("O1", "t1"), A("A2", "t2", "r2"),
               O("O2", "t2"), C("C", [], "mid-loop summary", 4)]  # fmt: skip
@@ -347,8 +347,8 @@ def test_any_thinking_block_starts_a_loop(blocks: Any, starts_loop: bool) -> Non
 def test_message_with_thinking_ends_a_loop() -> None:
     """m28: an agent message carrying thinking blocks closes the loop and starts none.
 
-        S U A*1 O1 M* A2(t2,r3) O2
-        0 1 2   x  4  5         x  7
+    S U A*1 O1 M* A2(t2,r3) O2
+    0 1 2   x  4  5         x  7
     """
     view = [S(), U(), A("A1", "t1", "r1", True), O("O1", "t1"), M("M", thinking=True),
             A("A2", "t2", "r3"), O("O2", "t2")]  # fmt: skip
@@ -370,9 +370,9 @@ def test_tail_action_in_loop_stops_the_indices_and_drops_the_loop_on_resume() ->
 def test_loop_partially_forgotten_is_dropped_on_resume() -> None:
     """m31: forgetting the first pair of a 3-response loop.
 
-        S U A*1 O1 A2 O2 A3 O3 M  C(forget A*1 O1, summary at 2)
-        live:   S U ΣC A2 O2 A3 O3 M     {0,1,2,3,5,7,8}
-        resume: ToolLoopAtomicity drops A2 O2 A3 O3 -> S U ΣC M
+    S U A*1 O1 A2 O2 A3 O3 M  C(forget A*1 O1, summary at 2)
+    live:   S U ΣC A2 O2 A3 O3 M     {0,1,2,3,5,7,8}
+    resume: ToolLoopAtomicity drops A2 O2 A3 O3 -> S U ΣC M
     """
     stream = [S(), U(), A("A1", "t1", "r1", True), O("O1", "t1"), A("A2", "t2", "r2"),
               O("O2", "t2"), A("A3", "t3", "r3"), O("O3", "t3"), M(),
@@ -618,8 +618,8 @@ def test_the_summary_event() -> None:
 def test_forgetting_old_and_phantom_summaries() -> None:
     """m23: C4 had no summary, C5's summary is forgotten by C6; naming either again is a no-op.
 
-        S U M  C4()  C5(forget U, "sum2" at 1)  C6(forget ΣC5)  C7(forget ΣC4 ΣC5, "sum4" at 0)
-        -> ΣC7 S M
+    S U M  C4()  C5(forget U, "sum2" at 1)  C6(forget ΣC5)  C7(forget ΣC4 ΣC5, "sum4" at 0)
+    -> ΣC7 S M
     """
     stream = [S(), U(), M(), C("C4"), C("C5", ["U"], "sum2", 1), C("C6", ["C5-summary"]),
               C("C7", ["C4-summary", "C5-summary"], "sum4", 0)]  # fmt: skip

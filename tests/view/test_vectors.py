@@ -25,9 +25,7 @@ from viewstore.view import View, active_branch, full_indices
 from ._helpers import read_expected, read_stream, rounds, view_digest
 
 VECTORS = Path(__file__).resolve().parents[1] / "data" / "vectors"
-STREAMS = sorted((VECTORS / "cases").glob("*.jsonl")) + sorted(
-    (VECTORS / "micro").glob("*.jsonl")
-)
+STREAMS = sorted((VECTORS / "cases").glob("*.jsonl")) + sorted((VECTORS / "micro").glob("*.jsonl"))
 OPENHANDS_FOLDERS = sorted(p for p in (VECTORS / "openhands").iterdir() if p.is_dir())
 
 

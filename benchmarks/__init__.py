@@ -1,0 +1,1 @@
+"""Rerunnable benchmarks (``python -m benchmarks.<name>``); results go to benchmarks/results/."""
