@@ -18,7 +18,9 @@ from viewstore.errors import (
     ViewstoreError,
 )
 from viewstore.events import Event, Role, parse_event
+from viewstore.retry import append_with_retry
 from viewstore.store import AppendResult, EventStore, StoredEvent, StoredView, VerifyReport
+from viewstore.store.feed import FeedEntry
 from viewstore.view import ManipulationIndices, View
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "DuplicateEventError",
     "Event",
     "EventStore",
+    "FeedEntry",
     "InvalidArgumentError",
     "InvalidEventError",
     "ManipulationIndices",
@@ -41,5 +44,6 @@ __all__ = [
     "VerifyReport",
     "View",
     "ViewstoreError",
+    "append_with_retry",
     "parse_event",
 ]

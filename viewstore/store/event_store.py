@@ -7,8 +7,9 @@ by ``translated()``.
 
 from __future__ import annotations
 
+import importlib
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +19,6 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Connection, Engine
 
-from viewstore import _migrations
 from viewstore.chain import chain_hash
 from viewstore.errors import (
     ConcurrencyError,
@@ -30,6 +30,7 @@ from viewstore.events import Event, Role, parse_event
 from viewstore.projector import Projection, ProjectionState, needs_view, project
 from viewstore.store import audit, reads, rows
 from viewstore.store.engine import WRITE, create_engine_for, default_url
+from viewstore.store.feed import FeedEntry, check_limit, decode_cursor, read_feed
 from viewstore.store.records import AppendResult, StoredEvent, StoredView, VerifyReport
 from viewstore.store.translate import translated
 from viewstore.view import View
@@ -37,6 +38,15 @@ from viewstore.view import View
 EventInput = Event | dict[str, Any] | str | bytes
 DEFAULT_MAX_EVENT_BYTES = 64 * 1024 * 1024
 MAX_CONVERSATION_ID_LENGTH = 255
+
+#: Crash-point injection for tests (tests/ops): when set, called inside every append's
+#: transaction with "after_events", "after_view_rows" and "before_commit". None in production.
+append_hook: Callable[[str], None] | None = None
+
+
+def _at(point: str) -> None:
+    if append_hook is not None:
+        append_hook(point)
 
 
 def conversation_key(conversation_id: str | uuid.UUID) -> str:
@@ -141,6 +151,10 @@ class EventStore:
     def _parse_batch(self, events: EventInput | Iterable[EventInput]) -> list[Event]:
         if isinstance(events, Event | dict | str | bytes | bytearray):
             events = [events]
+        elif not isinstance(events, Iterable):
+            raise InvalidArgumentError(
+                f"events must be an event or an iterable of events, got {type(events).__name__}"
+            )
         parsed: list[Event] = []
         seen: dict[str, int] = {}
         for index, raw in enumerate(events):
@@ -167,6 +181,10 @@ class EventStore:
         row = rows.lock_conversation(conn, key)
         if row is None and not batch:
             return AppendResult(conversation_id=key, version=0)
+        if row is None and not expected:
+            # Create the row (or wait for a racing creator's and lock it) before any check, so
+            # the version and dedupe checks below see what a concurrent first append wrote.
+            row = rows.create_conversation(conn, key, now)
         version = 0 if row is None else row.version
         if expected is not None and expected != version:
             retry = self._as_retry(conn, key, batch, expected, version)
@@ -192,12 +210,15 @@ class EventStore:
         state = rows.state_from_row(row)
         numbered = list(enumerate(fresh, start=version + 1))
         last_hash = self._insert_log(conn, key, numbered, row.last_hash, now)
+        _at("after_events")
         projection = self._project(conn, key, state, numbered)
         rows.write_projection(conn, key, projection)
         condensed = [(seq, e) for seq, e in numbered if e.role is Role.CONDENSATION]
         if condensed:
             rows.insert_condensations(conn, key, condensed, projection.forgotten)
+        _at("after_view_rows")
         rows.save_state(conn, key, projection.state, last_hash, now)
+        _at("before_commit")
         return AppendResult(
             conversation_id=key,
             version=projection.state.version,
@@ -291,8 +312,12 @@ class EventStore:
         self, conversation_id: str | uuid.UUID, *, after: int = 0, limit: int | None = None
     ) -> list[StoredEvent]:
         key = conversation_key(conversation_id)
-        if limit is not None and (isinstance(limit, bool) or limit < 0):
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
+        ):
             raise InvalidArgumentError(f"limit must be a non-negative integer, got {limit!r}")
+        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+            raise InvalidArgumentError(f"after must be a non-negative integer, got {after!r}")
         with self._read() as conn:
             return reads.read_events(conn, key, after=after, limit=limit)
 
@@ -332,6 +357,19 @@ class EventStore:
             view.append_event(event)
         return _stored(key, version, view, as_of)
 
+    def feed(self, after: str | None = None, limit: int = 1000) -> list[FeedEntry]:
+        """Events of all conversations in commit order, after the cursor ``after``.
+
+        Store the last entry's ``cursor`` and pass it as ``after`` next time: no event is ever
+        skipped or repeated (see ``viewstore.store.feed``). Fewer than ``limit`` entries (even
+        none) does not mean the end: more may commit later.
+        """
+        if after is not None:
+            decode_cursor(after)
+        check_limit(limit)
+        with self._read() as conn:
+            return read_feed(conn, after, limit)
+
     # -- audit --------------------------------------------------------------------------
 
     def verify(self, conversation_id: str | uuid.UUID | None = None) -> VerifyReport:
@@ -358,7 +396,14 @@ def _stored(key: str, version: int, view: View, as_of: int | None) -> StoredView
     )
 
 
+def _migrations_dir() -> str:
+    # Shipped as viewstore._migrations (see pyproject); imported by name because the package
+    # is mapped from the top-level migrations/ folder, which type checkers do not follow.
+    module = importlib.import_module("viewstore._migrations")
+    return str(Path(module.__file__ or "").parent)
+
+
 def alembic_config() -> Config:
     config = Config()
-    config.set_main_option("script_location", str(Path(_migrations.__file__).parent))
+    config.set_main_option("script_location", _migrations_dir())
     return config

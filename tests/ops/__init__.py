@@ -1,0 +1,1 @@
+"""Operations tests: concurrent workers, the change feed, crashes, tampering, bad input."""
