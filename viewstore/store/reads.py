@@ -7,6 +7,7 @@ key order, joined to their payloads, and the index rows alive at that seq.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, Row, func, select
@@ -155,11 +156,16 @@ def read_events(
             event_id=row.event_id,
             kind=row.kind,
             payload_json=row.payload,
-            recorded_at=row.recorded_at,
+            recorded_at=_aware(row.recorded_at),
             hash=row.hash,
         )
         for row in conn.execute(query)
     ]
+
+
+def _aware(value: datetime) -> datetime:
+    """SQLite keeps no offset: its timestamps were written in UTC, so say so."""
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def conversation_ids(conn: Connection) -> list[str]:

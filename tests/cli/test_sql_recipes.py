@@ -1,0 +1,179 @@
+"""The README's SQL recipes on both backends, and PostgreSQL's read-only role.
+
+Each recipe is taken verbatim from README.md (marker ``readme-test: recipe NAME``) and run with
+SQLAlchemy ``text()`` on a store holding the demo conversation and the SDK-written one; the
+results are checked against the store's own API.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import pytest
+from sqlalchemy import Connection, create_engine, text
+from sqlalchemy.engine import make_url
+
+from viewstore import EventStore
+from viewstore.store.engine import normalize_url
+
+from ._helpers import OPENHANDS_HEX
+from ._readme import blocks_of, recipes
+
+RECIPES = recipes()
+VIEWS = ("attention_window", "condensation_log", "view_history")
+# A write is refused for lack of privilege, or (writing to a view) because it is not updatable.
+REFUSED = "permission denied|not automatically updatable"
+
+
+def run(store: EventStore, name: str, **params: Any) -> list[Any]:
+    with store.engine.connect() as conn:
+        return list(conn.execute(text(RECIPES[name]), params))
+
+
+def test_every_recipe_is_checked() -> None:
+    checked = {
+        "attention_window",
+        "condensation_forgot",
+        "view_after_event",
+        "long_views",
+        "errors_per_window",
+        "error_messages",
+    }
+    assert set(RECIPES) == checked
+    assert len(RECIPES) >= 5
+
+
+def test_attention_window(populated_store: EventStore) -> None:
+    for key in ("demo", OPENHANDS_HEX):
+        rows = run(populated_store, "attention_window", conversation_id=key)
+        view = populated_store.view(key)
+        assert [r.event_id for r in rows] == view.event_ids
+        assert [r.position for r in rows] == list(range(len(view.event_ids)))
+        assert [r.kind for r in rows] == [e.kind for e in view.events]
+        assert [r.source for r in rows] == [e.source for e in view.events]
+
+
+def test_condensation_forgot(populated_store: EventStore) -> None:
+    rows = run(populated_store, "condensation_forgot", conversation_id="demo")
+    events = populated_store.events("demo")
+    [condensation] = [e for e in events if e.kind == "Condensation"]
+    assert {r.condensation_event_id for r in rows} == {condensation.event_id}
+    assert {r.condensation_seq for r in rows} == {condensation.seq}
+    assert {r.summary_offset for r in rows} == {2}
+    assert sorted(r.forgotten_event_id for r in rows) == sorted(
+        condensation.payload["forgotten_event_ids"]
+    )
+    assert [r.forgotten_kind for r in rows] == [
+        "ActionEvent",
+        "ActionEvent",
+        "ObservationEvent",
+        "ObservationEvent",
+    ]
+    assert all(bool(r.was_in_view) for r in rows)
+    assert run(populated_store, "condensation_forgot", conversation_id=OPENHANDS_HEX) == []
+
+
+def test_view_after_event(populated_store: EventStore) -> None:
+    for key in ("demo", OPENHANDS_HEX):
+        for n in range(populated_store.version(key) + 1):
+            rows = run(populated_store, "view_after_event", conversation_id=key, n=n)
+            assert [r.event_id for r in rows] == populated_store.view(key, as_of=n).event_ids
+            assert [r.position for r in rows] == list(range(len(rows)))
+
+
+def test_long_views(populated_store: EventStore) -> None:
+    sizes = {key: len(populated_store.view(key).event_ids) for key in ("demo", OPENHANDS_HEX)}
+    assert sizes == {"demo": 9, OPENHANDS_HEX: 14}
+    rows = run(populated_store, "long_views", n=10)
+    assert [(r.conversation_id, r.view_length) for r in rows] == [(OPENHANDS_HEX, 14)]
+    assert len(run(populated_store, "long_views", n=0)) == 2
+
+
+def test_errors_per_window(populated_store: EventStore) -> None:
+    rows = run(populated_store, "errors_per_window")
+    assert [(r.conversation_id, r.events_in_view, r.agent_errors) for r in rows] == [
+        ("demo", 9, 1),
+        (OPENHANDS_HEX, 14, 0),
+    ]
+    [error] = run(populated_store, "error_messages")
+    assert (error.conversation_id, error.position, error.tool) == ("demo", 5, "terminal")
+    assert error.error == "Tool execution timed out after 120s."
+
+
+def test_views_are_dropped_by_downgrade(db_url: str) -> None:
+    from alembic import command  # noqa: PLC0415
+
+    from viewstore.store.event_store import alembic_config  # noqa: PLC0415
+
+    with EventStore(db_url) as store:
+        store.create_schema()
+        with store.engine.connect() as conn:
+            config = alembic_config()
+            config.attributes["connection"] = conn
+            command.downgrade(config, "0001")
+            conn.commit()
+            for view in VIEWS:
+                with pytest.raises(Exception, match=view):
+                    conn.execute(text(f"SELECT * FROM {view}"))
+                conn.rollback()
+        store.create_schema()
+        with store.engine.connect() as conn:
+            for view in VIEWS:
+                conn.execute(text(f"SELECT * FROM {view}")).all()
+
+
+@pytest.mark.postgres
+def test_reader_role_can_select_the_views_and_write_nothing(fresh_pg_url: str) -> None:
+    [block] = blocks_of("postgres-reader")
+    login = "viewstore_test_reader_" + secrets.token_hex(4)
+    with EventStore(fresh_pg_url) as store:
+        from viewstore.demo import run_demo  # noqa: PLC0415
+
+        run_demo(store, "demo")
+        with store.engine.connect() as conn:
+            conn.execute(text(block.code.replace("analyst", login)))
+            conn.commit()
+    url = normalize_url(make_url(fresh_pg_url).set(username=login, password="change-me"))
+    reader = create_engine(url)
+    try:
+        with reader.connect() as conn:
+            assert conn.execute(text("SELECT current_user")).scalar() == login
+            for view in VIEWS:
+                conn.execute(text(f"SELECT * FROM {view}")).all()
+            assert len(conn.execute(text(RECIPES["errors_per_window"])).all()) == 1
+        writes = [
+            "INSERT INTO conversations (id) VALUES ('x')",
+            "UPDATE conversations SET version = 0",
+            "DELETE FROM view_entries",
+            "DELETE FROM manipulation_indices",
+            "UPDATE condensations SET summary = NULL",
+            "INSERT INTO condensation_forgotten (conversation_id) VALUES ('x')",
+            "DELETE FROM attention_window",
+            "UPDATE view_history SET kind = 'x'",
+            "SELECT * FROM events",
+            "CREATE TABLE intruder (x int)",
+        ]
+        for statement in writes:
+            with reader.connect() as conn, pytest.raises(Exception, match=REFUSED):
+                conn.execute(text(statement))
+        with EventStore(fresh_pg_url) as store:
+            assert store.conversations() == ["demo"]
+            assert store.verify().ok
+    finally:
+        reader.dispose()
+        _drop_role(fresh_pg_url, login)
+
+
+def _drop_role(url: str, login: str) -> None:
+    admin = create_engine(normalize_url(url), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            _drop(conn, login)
+    finally:
+        admin.dispose()
+
+
+def _drop(conn: Connection, login: str) -> None:
+    conn.execute(text(f'DROP OWNED BY "{login}"'))
+    conn.execute(text(f'DROP ROLE IF EXISTS "{login}"'))

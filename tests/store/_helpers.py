@@ -1,0 +1,198 @@
+"""Shared helpers for the store contract suite: OpenHands-shaped event dicts, digests, dumps.
+
+Builders follow SEMANTICS.md's notation (``S`` system prompt, ``U`` user message, ``M`` agent
+message, ``A`` action, ``O`` observation, ``E`` agent error, ``C`` condensation, ``R`` request,
+``X`` a non-LLM state update) and return plain dicts, the form agent workers append.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, MetaData, select, text
+
+from viewstore import StoredView
+
+Payload = dict[str, Any]
+
+
+def S(eid: str = "S") -> Payload:
+    return {
+        "id": eid,
+        "source": "agent",
+        "system_prompt": {"type": "text", "text": "You are OpenHands agent."},
+        "tools": [],
+        "kind": "SystemPromptEvent",
+    }
+
+
+def U(eid: str, text: str = "please fix the bug") -> Payload:
+    return {
+        "id": eid,
+        "source": "user",
+        "llm_message": {"role": "user", "content": [{"type": "text", "text": text}]},
+        "kind": "MessageEvent",
+    }
+
+
+def M(eid: str, text: str = "done") -> Payload:
+    return {
+        "id": eid,
+        "source": "agent",
+        "llm_message": {"role": "assistant", "content": [{"type": "text", "text": text}]},
+        "kind": "MessageEvent",
+    }
+
+
+def A(eid: str, tc: str, r: str, thinking: bool = False) -> Payload:
+    blocks = [{"type": "thinking", "thinking": "hm", "signature": "s"}] if thinking else []
+    return {
+        "id": eid,
+        "source": "agent",
+        "thought": [],
+        "thinking_blocks": blocks,
+        "action": {"command": "ls", "kind": "TerminalAction"},
+        "tool_name": "terminal",
+        "tool_call_id": tc,
+        "tool_call": {"id": tc, "name": "terminal", "arguments": "{}", "origin": "completion"},
+        "llm_response_id": r,
+        "security_risk": "LOW",
+        "kind": "ActionEvent",
+    }
+
+
+def O(eid: str, tc: str, content: str = "ok") -> Payload:  # noqa: E743 - the spec's name
+    return {
+        "id": eid,
+        "source": "environment",
+        "tool_name": "terminal",
+        "tool_call_id": tc,
+        "observation": {"content": [{"type": "text", "text": content}], "kind": "TerminalObs"},
+        "action_id": "whatever",
+        "kind": "ObservationEvent",
+    }
+
+
+def E(eid: str, tc: str) -> Payload:
+    return {
+        "id": eid,
+        "source": "agent",
+        "tool_name": "terminal",
+        "tool_call_id": tc,
+        "error": "invalid tool call",
+        "kind": "AgentErrorEvent",
+    }
+
+
+def C(
+    eid: str,
+    forget: Iterable[str] = (),
+    summary: str | None = None,
+    offset: int | None = None,
+) -> Payload:
+    payload: Payload = {"id": eid, "source": "environment", "forgotten_event_ids": list(forget)}
+    if summary is not None:
+        payload["summary"] = summary
+    if offset is not None:
+        payload["summary_offset"] = offset
+    payload["kind"] = "Condensation"
+    return payload
+
+
+def R(eid: str) -> Payload:
+    return {"id": eid, "source": "environment", "kind": "CondensationRequest"}
+
+
+def X(eid: str) -> Payload:
+    return {
+        "id": eid,
+        "source": "environment",
+        "key": "execution_status",
+        "value": "running",
+        "kind": "ConversationStateUpdateEvent",
+    }
+
+
+def history(n_pairs: int) -> list[Payload]:
+    """``S U (A O)*n M``: a conversation of ``2 * n_pairs + 3`` events."""
+    events = [S("S"), U("U")]
+    for i in range(n_pairs):
+        events += [A(f"a{i}", f"tc{i}", f"r{i}"), O(f"o{i}", f"tc{i}")]
+    events.append(M("M"))
+    return events
+
+
+# --------------------------------------------------------------------------- digests
+
+
+def _sha16(value: str) -> str:
+    return hashlib.sha256(value.encode("utf-8")).hexdigest()[:16]
+
+
+def digest(view_ids: Sequence[str], indices: Iterable[int], unhandled: bool) -> list[Any]:
+    """``[len(view), view_digest, indices_digest, unhandled]`` as in the vectors README."""
+    return [
+        len(view_ids),
+        _sha16("\n".join(view_ids)),
+        _sha16(",".join(str(i) for i in sorted(indices))),
+        int(unhandled),
+    ]
+
+
+def view_digest(view: StoredView) -> list[Any]:
+    return digest(view.event_ids, view.manipulation_indices, view.unhandled_condensation_request)
+
+
+def triple(view: StoredView) -> tuple[list[str], list[int], bool]:
+    """What a view is, for equality: ids, sorted indices, request flag."""
+    return view.event_ids, list(view.manipulation_indices), view.unhandled_condensation_request
+
+
+EMPTY_DIGEST = digest([], [0], False)
+
+
+# --------------------------------------------------------------------------- vectors
+
+
+@dataclass(frozen=True)
+class Vector:
+    name: str
+    lines: list[str]  # the exact JSON text of each event
+    expected: dict[str, Any]
+
+
+def load_vectors(vectors_dir: Path, sub: str) -> list[Vector]:
+    found = []
+    for path in sorted((vectors_dir / sub).glob("*.jsonl")):
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        expected_path = path.with_name(path.name.removesuffix(".jsonl") + ".expected.json")
+        expected = json.loads(expected_path.read_text(encoding="utf-8"))
+        found.append(Vector(path.stem, lines, expected))
+    return found
+
+
+# --------------------------------------------------------------------------- dumps
+
+
+def dump(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table, ordered: equal dumps mean an unchanged database."""
+    reflected = MetaData()
+    reflected.reflect(engine)
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    with engine.connect() as conn:
+        for name in sorted(reflected.tables):
+            table = reflected.tables[name]
+            rows = conn.execute(select(table).order_by(*table.columns)).all()
+            out[name] = [tuple(row) for row in rows]
+    return out
+
+
+def count_rows(engine: Engine, table: str, where: str = "1=1", **params: Any) -> int:
+    with engine.connect() as conn:
+        value = conn.execute(text(f"SELECT count(*) FROM {table} WHERE {where}"), params)
+        return int(value.scalar_one())

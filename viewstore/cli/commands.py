@@ -1,0 +1,283 @@
+"""Commands that read or check the store: init, append, view, events, indices, verify,
+rebuild, stats, demo."""
+
+from __future__ import annotations
+
+import sys
+from typing import IO, Any
+
+import click
+from alembic.runtime.migration import MigrationContext
+from rich.progress import Progress
+
+from viewstore.cli.app import EXIT_PROBLEMS, Context, UserError, cli, json_option, pass_state
+from viewstore.cli.render import events_table, view_table
+from viewstore.cli.stats import collect_stats
+from viewstore.demo import run_demo
+from viewstore.errors import InvalidEventError
+from viewstore.events import Event, parse_event
+from viewstore.store.records import VerifyReport
+from viewstore.store.translate import translated
+
+
+@cli.command()
+@json_option
+@pass_state
+def init(state: Context, as_json: bool) -> None:
+    """Create or migrate the database schema to the newest revision."""
+    state.store.create_schema()
+    with translated(), state.store.engine.connect() as conn:
+        head = MigrationContext.configure(conn).get_current_revision()
+    if as_json:
+        state.print_json({"revision": head})
+    else:
+        state.out.print(f"schema is at revision {head}")
+
+
+def _read_jsonl(handle: IO[str], name: str, max_bytes: int) -> tuple[list[Event], list[int]]:
+    events: list[Event] = []
+    lines: list[int] = []
+    for number, line in enumerate(handle, start=1):
+        if not line.strip():
+            continue
+        try:
+            events.append(parse_event(line, max_bytes=max_bytes))
+        except InvalidEventError as error:
+            raise UserError(f"{name}: line {number}: {error}") from error
+        lines.append(number)
+    return events, lines
+
+
+@cli.command()
+@click.argument("conversation")
+@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.option(
+    "--expected-version",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Append only if the conversation has exactly this many events (0: must be new).",
+)
+@json_option
+@pass_state
+def append(
+    state: Context, conversation: str, file: IO[str], expected_version: int | None, as_json: bool
+) -> None:
+    """Append OpenHands events (JSONL, one event per line; - for stdin) in one transaction."""
+    name = "<stdin>" if file is sys.stdin or getattr(file, "name", "-") == "<stdin>" else file.name
+    try:
+        events, lines = _read_jsonl(file, name, state.store.max_event_bytes)
+    except UnicodeDecodeError as error:
+        raise UserError(f"{name}: not valid UTF-8 ({error.reason})") from error
+    try:
+        result = state.store.append(conversation, events, expected_version=expected_version)
+    except InvalidEventError as error:
+        if error.index is not None and error.index < len(lines):
+            raise UserError(f"{name}: line {lines[error.index]}: {error.reason}") from error
+        raise
+    if as_json:
+        state.print_json(
+            {
+                "conversation_id": result.conversation_id,
+                "version": result.version,
+                "appended": result.appended,
+                "duplicates": result.duplicates,
+            }
+        )
+        return
+    state.out.print(
+        f"{result.conversation_id}: appended {len(result.appended)} event(s), "
+        f"{len(result.duplicates)} already stored; version {result.version}"
+    )
+
+
+@cli.command()
+@click.argument("conversation")
+@click.option(
+    "--as-of",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="SEQ",
+    help="The live view right after event SEQ (1-based).",
+)
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="The resume view: View.from_events over the whole log, as OpenHands "
+    "computes it when it loads a conversation from disk.",
+)
+@json_option
+@pass_state
+def view(state: Context, conversation: str, as_of: int | None, resume: bool, as_json: bool) -> None:
+    """Show a conversation's view: what the LLM is sent, and where a condenser may cut."""
+    if resume and as_of is not None:
+        raise click.UsageError("--resume and --as-of cannot be combined")
+    if resume:
+        stored = state.store.resume_view(conversation)
+        title = f"{stored.conversation_id}: resume view (View.from_events)"
+    else:
+        stored = state.store.view(conversation, as_of=as_of)
+        when = "now" if as_of is None else f"right after event {as_of}"
+        title = f"{stored.conversation_id}: live view {when}"
+    if as_json:
+        state.print_json(stored.to_dict())
+    else:
+        state.out.print(view_table(state.out, stored, title=title))
+
+
+@cli.command()
+@click.argument("conversation")
+@click.option(
+    "--after",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Only events with seq greater than this.",
+)
+@click.option("--limit", type=click.IntRange(min=0), default=None, help="At most this many.")
+@json_option
+@pass_state
+def events(state: Context, conversation: str, after: int, limit: int | None, as_json: bool) -> None:
+    """List a conversation's stored events (the log, in append order)."""
+    stored = state.store.events(conversation, after=after, limit=limit)
+    if as_json:
+        state.print_json(
+            [
+                {"seq": e.seq, "event_id": e.event_id, "kind": e.kind, "payload": e.payload}
+                for e in stored
+            ]
+        )
+    else:
+        state.out.print(
+            events_table(state.out, stored, title=f"{conversation}: events after {after}")
+        )
+
+
+@cli.command()
+@click.argument("conversation")
+@click.option(
+    "--as-of",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="SEQ",
+    help="The indices right after event SEQ.",
+)
+@json_option
+@pass_state
+def indices(state: Context, conversation: str, as_of: int | None, as_json: bool) -> None:
+    """Print the manipulation indices of a conversation's live view."""
+    stored = state.store.view(conversation, as_of=as_of)
+    if as_json:
+        state.print_json(
+            {
+                "conversation_id": stored.conversation_id,
+                "version": stored.version,
+                "manipulation_indices": stored.manipulation_indices,
+            }
+        )
+    else:
+        state.out.print(" ".join(str(i) for i in stored.manipulation_indices))
+
+
+def _report_dict(report: VerifyReport) -> dict[str, Any]:
+    return {
+        "ok": report.ok,
+        "conversations": [
+            {
+                "conversation_id": r.conversation_id,
+                "version": r.version,
+                "ok": r.ok,
+                "problems": r.problems,
+                "notes": r.notes,
+            }
+            for r in report.conversations
+        ],
+    }
+
+
+@cli.command()
+@click.argument("conversation", required=False)
+@json_option
+@pass_state
+def verify(state: Context, conversation: str | None, as_json: bool) -> None:
+    """Check the hash chain and that the view rows equal a replay (exit 1 on problems)."""
+    report = state.store.verify(conversation)
+    if as_json:
+        state.print_json(_report_dict(report))
+    else:
+        state.out.print(report.render(), markup=False)
+    if not report.ok:
+        sys.exit(EXIT_PROBLEMS)
+
+
+@cli.command()
+@click.argument("conversation", required=False)
+@json_option
+@pass_state
+def rebuild(state: Context, conversation: str | None, as_json: bool) -> None:
+    """Rewrite the view and index rows from the event log (one transaction each)."""
+    keys = [conversation] if conversation is not None else state.store.conversations()
+    with Progress(console=state.err, disable=not state.err.is_terminal) as progress:
+        task = progress.add_task("rebuilding", total=len(keys))
+        for key in keys:
+            state.store.rebuild(key)
+            progress.advance(task)
+    if as_json:
+        state.print_json({"rebuilt": len(keys)})
+    else:
+        state.out.print(f"rebuilt {len(keys)} conversation(s)")
+
+
+@cli.command()
+@json_option
+@pass_state
+def stats(state: Context, as_json: bool) -> None:
+    """Counts: conversations, events, view sizes, condensations."""
+    numbers = collect_stats(state.store)
+    if as_json:
+        state.print_json(numbers)
+        return
+    sizes = numbers["view_sizes"]
+    state.out.print(
+        f"conversations: {numbers['conversations']}\n"
+        f"events:        {numbers['events']}\n"
+        f"condensations: {numbers['condensations']}\n"
+        f"view sizes:    min {sizes['min']}, mean {sizes['mean']}, max {sizes['max']}"
+    )
+
+
+@cli.command()
+@click.option(
+    "--conversation",
+    default=None,
+    help="Conversation id (default: a fresh one each run; an existing one is shown).",
+)
+@json_option
+@pass_state
+def demo(state: Context, conversation: str | None, as_json: bool) -> None:
+    """Build a realistic OpenHands conversation step by step and show its live view."""
+    result = run_demo(state.store, conversation)
+    key = result.conversation_id
+    if as_json:
+        state.print_json(result.view.to_dict())
+        return
+    out = state.out
+    if result.created:
+        out.print(f"[bold]demo conversation {key}[/] appended in {len(result.steps)} steps:")
+        for title, version in result.steps:
+            out.print(f"  version {version:>2}: {title}")
+    else:
+        out.print(f"[bold]conversation {key} already exists[/]; its live view:")
+    out.print()
+    out.print(view_table(out, result.view, title=f"{key}: live view now"))
+    if result.created:
+        flagged = state.store.view(key, as_of=result.request_seq)
+        out.print(
+            f"\nRight after event {result.request_seq} (the CondensationRequest) the "
+            f"unhandled-request flag was "
+            f"{'up' if flagged.unhandled_condensation_request else 'down'}; the condensation "
+            "right after it forgot the tool batch and inserted a summary at position 2."
+        )
+    out.print(
+        f"\nTry: viewstore view {key} --as-of {max(result.request_seq, 1)}   ·   "
+        f"viewstore view {key} --resume   ·   viewstore verify {key}"
+    )

@@ -1,0 +1,150 @@
+"""``import`` and ``export``: OpenHands conversation folders in and out of the store."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.progress import Progress
+from rich.table import Table
+
+from viewstore.cli.app import EXIT_USAGE, Context, UserError, cli, json_option, pass_state
+from viewstore.errors import StorageError, ViewstoreError
+from viewstore.importers.openhands import (
+    ConversationFolder,
+    ImportFileError,
+    find_conversation_folders,
+    read_events,
+    write_conversation_folder,
+)
+
+
+@dataclass
+class Imported:
+    folder: ConversationFolder
+    events: int = 0
+    appended: int = 0
+    duplicates: int = 0
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "conversation_id": self.folder.conversation_id,
+            "path": str(self.folder.path),
+            "events": self.events,
+            "appended": self.appended,
+            "duplicates": self.duplicates,
+            "error": self.error,
+        }
+
+
+def _import_one(state: Context, folder: ConversationFolder) -> Imported:
+    result = Imported(folder)
+    try:
+        events = read_events(folder, max_bytes=state.store.max_event_bytes)
+    except ImportFileError as error:
+        result.error = f"{error.path}: {error.reason}"
+        return result
+    result.events = len(events)
+    try:
+        appended = state.store.append(folder.conversation_id, events)
+    except StorageError:
+        raise  # the database itself failed: stop everything
+    except ViewstoreError as error:
+        result.error = f"{folder.path}: {' '.join(str(error).split())}"
+        return result
+    result.appended = len(appended.appended)
+    result.duplicates = len(appended.duplicates)
+    return result
+
+
+@cli.command("import")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@json_option
+@pass_state
+def import_(state: Context, paths: tuple[Path, ...], as_json: bool) -> None:
+    """Import OpenHands conversation folders (or parent folders holding many).
+
+    Each conversation is read completely, then appended in one transaction: a bad file means
+    nothing of that conversation is imported. Events already stored are skipped, so running
+    an import again is a no-op.
+    """
+    try:
+        folders = find_conversation_folders(paths)
+    except ImportFileError as error:
+        raise UserError(f"{error.path}: {error.reason}") from error
+    results: list[Imported] = []
+    with Progress(console=state.err, disable=not state.err.is_terminal) as progress:
+        task = progress.add_task("importing", total=len(folders))
+        for folder in folders:
+            progress.update(task, description=f"importing {folder.conversation_id[:12]}")
+            results.append(_import_one(state, folder))
+            progress.advance(task)
+    failed = [r for r in results if r.error is not None]
+    if as_json:
+        state.print_json({"conversations": [r.to_dict() for r in results]})
+    else:
+        table = Table(title="import", title_justify="left")
+        for column in ("conversation", "events", "appended", "already stored", "status"):
+            table.add_column(
+                column, justify="left" if column in ("conversation", "status") else "right"
+            )
+        for r in results:
+            table.add_row(
+                r.folder.conversation_id,
+                str(r.events),
+                str(r.appended),
+                str(r.duplicates),
+                "ok" if r.error is None else "[red]failed: nothing imported[/]",
+            )
+        state.out.print(table)
+    for r in failed:
+        click.echo(f"error: {r.error}", err=True)
+    if failed:
+        sys.exit(EXIT_USAGE)
+
+
+@cli.command()
+@click.argument("conversation")
+@click.argument("out", type=click.Path(path_type=Path))
+@click.option(
+    "--jsonl",
+    is_flag=True,
+    help="Write one event per line to the file OUT (- for stdout) instead of a folder.",
+)
+@click.option("--force", is_flag=True, help="Overwrite an existing non-empty conversation folder.")
+@json_option
+@pass_state
+def export(  # noqa: PLR0917 (click passes the options positionally by name)
+    state: Context, conversation: str, out: Path, jsonl: bool, force: bool, as_json: bool
+) -> None:
+    """Write a conversation back as an OpenHands folder OUT/<conversation>/ (or JSONL)."""
+    stored = state.store.events(conversation)
+    if jsonl:
+        text = "".join(event.payload_json + "\n" for event in stored)
+        if str(out) == "-":
+            sys.stdout.write(text)
+            return
+        try:
+            out.write_text(text, encoding="utf-8")
+        except OSError as error:
+            raise UserError(f"{out}: cannot write: {error.strerror or error}") from error
+        state.err.print(f"wrote {len(stored)} events to {out}")
+        return
+    try:
+        target = write_conversation_folder(
+            out, stored[0].conversation_id if stored else conversation, stored, overwrite=force
+        )
+    except ImportFileError as error:
+        raise UserError(f"{error.path}: {error.reason}") from error
+    except OSError as error:
+        raise UserError(f"{out}: cannot write: {error.strerror or error}") from error
+    if as_json:
+        state.print_json(
+            {"conversation_id": target.name, "events": len(stored), "path": str(target)}
+        )
+    else:
+        state.out.print(f"wrote {len(stored)} events to {target}")
