@@ -160,7 +160,13 @@ def upgrade() -> None:
 def _create_guards() -> None:
     """Make the log append-only in the database itself, not only in our code."""
     if op.get_bind().dialect.name == "postgresql":
+        # Feed columns filled by the database itself at insert (viewstore.store.rows).
         op.execute("CREATE SEQUENCE IF NOT EXISTS events_position_seq")
+        op.execute(
+            "ALTER TABLE events "
+            "ALTER COLUMN position SET DEFAULT nextval('events_position_seq'), "
+            "ALTER COLUMN txid SET DEFAULT (pg_current_xact_id()::text::bigint)"
+        )
         op.execute(
             f"""
             CREATE FUNCTION viewstore_events_append_only() RETURNS trigger
@@ -191,6 +197,8 @@ def _drop_guards() -> None:
         op.execute("DROP TRIGGER IF EXISTS events_no_truncate ON events")
         op.execute("DROP TRIGGER IF EXISTS events_append_only ON events")
         op.execute("DROP FUNCTION IF EXISTS viewstore_events_append_only()")
+        op.execute("ALTER TABLE events ALTER COLUMN position DROP DEFAULT")
+        op.execute("ALTER TABLE events ALTER COLUMN txid DROP DEFAULT")
         op.execute("DROP SEQUENCE IF EXISTS events_position_seq")
     else:
         op.execute("DROP TRIGGER IF EXISTS events_append_only_update")

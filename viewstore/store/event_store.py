@@ -49,6 +49,32 @@ def _at(point: str) -> None:
         append_hook(point)
 
 
+# Fields copied into columns of their own. PostgreSQL text cannot hold NUL (SQLite can), so
+# such an event is rejected on every backend alike; NUL elsewhere in a payload is kept exactly.
+_COLUMN_FIELDS = ("kind", "source", "timestamp", "parent_id", "tool_call_id", "llm_response_id")
+
+
+def _reject_nul_in_columns(event: Event, index: int) -> None:
+    for name in _COLUMN_FIELDS:
+        value = getattr(event, name)
+        if value is not None and "\x00" in value:
+            raise InvalidEventError(
+                "must not contain a NUL character",
+                kind=event.kind,
+                event_id=event.id,
+                field=name,
+                index=index,
+            )
+    if any("\x00" in forgotten for forgotten in event.forgotten_event_ids):
+        raise InvalidEventError(
+            "must not contain an id with a NUL character",
+            kind=event.kind,
+            event_id=event.id,
+            field="forgotten_event_ids",
+            index=index,
+        )
+
+
 def conversation_key(conversation_id: str | uuid.UUID) -> str:
     """Validate a conversation id; UUIDs are stored as 32 hex digits, as OpenHands names them."""
     if isinstance(conversation_id, uuid.UUID):
@@ -162,6 +188,7 @@ class EventStore:
                 event = parse_event(raw, max_bytes=self.max_event_bytes)
             except InvalidEventError as error:
                 raise error.at_index(index) from error
+            _reject_nul_in_columns(event, index)
             if event.id in seen:
                 raise InvalidEventError(
                     f"appears twice in one batch (first at #{seen[event.id]})",
@@ -178,7 +205,7 @@ class EventStore:
         self, conn: Connection, key: str, batch: list[Event], expected: int | None
     ) -> AppendResult:
         now = datetime.now(UTC)
-        row = rows.lock_conversation(conn, key)
+        row, maybe_stored = rows.lock_for_append(conn, key, [e.id for e in batch])
         if row is None and not batch:
             return AppendResult(conversation_id=key, version=0)
         if row is None and not expected:
@@ -191,7 +218,7 @@ class EventStore:
             if retry is not None:
                 return retry
             raise ConcurrencyError(key, expected, version)
-        stored = rows.stored_payloads(conn, key, [e.id for e in batch]) if row else {}
+        stored = rows.stored_payloads(conn, key, [e.id for e in batch]) if maybe_stored else {}
         duplicates: list[str] = []
         fresh: list[Event] = []
         for event in batch:
@@ -204,9 +231,7 @@ class EventStore:
                 raise DuplicateEventError(key, event.id, "already stored with a different payload")
         if not fresh:
             return AppendResult(conversation_id=key, version=version, duplicates=duplicates)
-        if row is None:
-            row = rows.create_conversation(conn, key, now)
-            version = row.version
+        assert row is not None  # created above unless expected > 0, which raised
         state = rows.state_from_row(row)
         numbered = list(enumerate(fresh, start=version + 1))
         last_hash = self._insert_log(conn, key, numbered, row.last_hash, now)
@@ -251,9 +276,8 @@ class EventStore:
         now: datetime,
     ) -> str:
         """Insert the events with their chained hashes; returns the new last hash."""
-        txid, positions = rows.allocate_positions(conn, len(numbered))
         log_rows = []
-        for (seq, event), position in zip(numbered, positions, strict=True):
+        for seq, event in numbered:
             last_hash = chain_hash(last_hash, seq, event.id, event.payload_json)
             log_rows.append(
                 {
@@ -267,8 +291,6 @@ class EventStore:
                     "payload": event.payload_json,
                     "hash": last_hash,
                     "recorded_at": now,
-                    "position": position,
-                    "txid": txid,
                 }
             )
         rows.insert_events(conn, log_rows)

@@ -48,6 +48,28 @@ def lock_conversation(conn: Connection, conversation_id: str) -> Row[Any] | None
     return conn.execute(query).first()
 
 
+def lock_for_append(
+    conn: Connection, conversation_id: str, event_ids: Sequence[str]
+) -> tuple[Row[Any] | None, bool]:
+    """Lock the conversation row (see ``lock_conversation``) and, in the same statement, ask
+    whether any of ``event_ids`` is already stored there: the common case, none, then costs no
+    second query. Batches longer than one IN list are simply assumed to need the full check."""
+    if not event_ids or len(event_ids) > CHUNK:
+        return lock_conversation(conn, conversation_id), bool(event_ids)
+    stored = (
+        select(events.c.seq)
+        .where(events.c.conversation_id == conversations.c.id, events.c.event_id.in_(event_ids))
+        .exists()
+    )
+    query = select(conversations, stored.label("has_stored")).where(
+        conversations.c.id == conversation_id
+    )
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update(of=conversations)
+    row = conn.execute(query).first()
+    return row, bool(row is not None and row.has_stored)
+
+
 def create_conversation(conn: Connection, conversation_id: str, now: datetime) -> Row[Any]:
     """Insert an empty conversation row (a concurrent creator may win; we then lock theirs)."""
     values = state_values(ProjectionState(), last_hash="0" * 64)
@@ -121,26 +143,26 @@ def payloads_at(conn: Connection, conversation_id: str, first: int, last: int) -
     return [row.payload for row in rows]
 
 
-def allocate_positions(conn: Connection, count: int) -> tuple[int, list[int]]:
-    """Feed positions for ``count`` new events, and the writing transaction's id.
+def insert_events(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Insert log rows; the database assigns each its change-feed ``position`` (and ``txid``).
 
-    PostgreSQL draws positions from a sequence (no lock; gaps from rolled-back transactions are
-    harmless) and records the transaction id so the feed can wait for slower transactions. On
-    SQLite the single writer makes ``max + 1`` safe and commit order equals position order.
+    PostgreSQL fills both from column defaults set by the migration: a sequence (no lock;
+    gaps from rolled-back transactions are harmless) and the writing transaction's id, which
+    lets the feed wait for slower transactions. On SQLite, the single writer under
+    BEGIN IMMEDIATE makes ``max(position) + 1`` safe, row by row, and commit order is position
+    order; ``txid`` is 0 there.
     """
     if conn.dialect.name == "postgresql":
-        rows = conn.exec_driver_sql(
-            "SELECT pg_current_xact_id()::text::bigint, nextval('events_position_seq') "
-            "FROM generate_series(1, %(n)s)",
-            {"n": count},
-        ).all()
-        return rows[0][0], [row[1] for row in rows]
-    start = conn.execute(select(func.coalesce(func.max(events.c.position), 0))).scalar_one()
-    return 0, list(range(start + 1, start + count + 1))
+        conn.execute(insert(events), rows)
+        return
+    next_position = select(func.coalesce(func.max(events.c.position), 0) + 1).scalar_subquery()
+    conn.execute(insert(events).values(position=next_position, txid=0), rows)
 
 
-def insert_events(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    conn.execute(insert(events), rows)
+def _without_nul(value: str | None) -> str | None:
+    """For analyst columns: PostgreSQL text cannot hold NUL (U+FFFD stands in on every backend).
+    The exact text stays in the event's payload and in the summary entry's JSON."""
+    return None if value is None else value.replace("\x00", "\ufffd")
 
 
 def insert_condensations(
@@ -156,7 +178,7 @@ def insert_condensations(
                 "conversation_id": conversation_id,
                 "seq": seq,
                 "event_id": event.id,
-                "summary": event.summary,
+                "summary": _without_nul(event.summary),
                 "summary_offset": event.summary_offset,
             }
             for seq, event in condensed
