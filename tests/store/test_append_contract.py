@@ -18,7 +18,7 @@ from viewstore import (
     parse_event,
 )
 
-from ._helpers import A, C, E, M, O, R, S, U, X, dump, triple
+from ._helpers import A, C, E, M, O, Payload, R, S, U, X, dump, triple
 
 CID = "conv-1"
 
@@ -77,10 +77,11 @@ def test_expected_version_on_missing_conversation(store: EventStore) -> None:
         store.view(CID)
 
 
-@pytest.mark.parametrize("bad", [-1, True, 1.5, "1"])
-def test_malformed_expected_version(store: EventStore, bad: object) -> None:
-    with pytest.raises(InvalidArgumentError):
-        store.append(CID, S(), expected_version=bad)  # type: ignore[arg-type]
+def test_malformed_expected_version(store: EventStore) -> None:
+    for bad in (-1, True, 1.5, "1"):
+        with pytest.raises(InvalidArgumentError):
+            store.append(CID, S(), expected_version=bad)  # type: ignore[arg-type]
+    assert store.conversations() == []
 
 
 # --------------------------------------------------------------------------- retries
@@ -231,21 +232,22 @@ def test_summary_is_a_view_event(store: EventStore) -> None:
 # --------------------------------------------------------------------------- payloads
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        "nul \u0000 inside, and another at the end\u0000",
-        "non-ASCII: ünïcödé — 日本語 — עברית — emoji 🚀👩‍💻 — \u2028 line sep",
-        'escapes: \\ " / \b \f \n \r \t and \u007f',
-    ],
-)
-def test_payload_round_trips_exactly(store: EventStore, text: str) -> None:
-    payload = O("o1", "t1", content=text)
-    payload["extra"] = {"nested": [text, 1, 1.5, None, True, {"k": text}], text: "as a key"}
-    store.append(CID, [S(), A("a1", "t1", "r1"), payload])
-    (stored,) = store.events(CID, after=2)
-    assert stored.payload == payload
-    assert store.view(CID).events[2].payload == payload
+PAYLOAD_TEXTS = [
+    "nul \u0000 inside, and another at the end\u0000",
+    "non-ASCII: ünïcödé — 日本語 — עברית — emoji 🚀👩‍💻 — \u2028 line sep",
+    'escapes: \\ " / \b \f \n \r \t and \u007f',
+]
+
+
+def test_payload_round_trips_exactly(store: EventStore) -> None:
+    for n, text in enumerate(PAYLOAD_TEXTS):
+        payload = O("o1", "t1", content=text)
+        payload["extra"] = {"nested": [text, 1, 1.5, None, True, {"k": text}], text: "as a key"}
+        store.append(f"c{n}", [S(), A("a1", "t1", "r1"), payload])
+        (stored,) = store.events(f"c{n}", after=2)
+        assert stored.payload == payload, text
+        assert store.view(f"c{n}").events[2].payload == payload, text
+    assert store.verify().ok
 
 
 def test_multi_megabyte_observation_round_trips(store: EventStore) -> None:
@@ -256,6 +258,38 @@ def test_multi_megabyte_observation_round_trips(store: EventStore) -> None:
     assert stored.payload == payload
     assert store.view(CID).events[2].payload == payload
     assert store.verify(CID).ok
+
+
+def test_nul_in_a_condensation_summary_round_trips(store: EventStore) -> None:
+    condensation = C("c1", ["u1"], "sum\u0000mary", 1)
+    store.append(CID, [S(), U("u1"), M("m1"), condensation])
+    assert store.events(CID)[-1].payload == condensation
+    assert store.view(CID).events[1].payload["summary"] == "sum\u0000mary"
+    assert store.verify(CID).ok
+
+
+NUL_IN_COLUMNS: list[tuple[str, Payload]] = [
+    ("tool_call_id", A("a1", "t\u00001", "r1")),
+    ("llm_response_id", A("a1", "t1", "r\u00001")),
+    ("kind", {"id": "k1", "kind": "Custom\u0000Event"}),
+    ("source", {**U("u9"), "source": "us\u0000er"}),
+    ("timestamp", {**U("u9"), "timestamp": "2026-01-01\u0000"}),
+    ("parent_id", {**U("u9"), "parent_id": "p\u0000"}),
+    ("forgotten_event_ids", C("c9", ["u1", "bad\u0000id"])),
+]
+
+
+def test_nul_in_a_field_with_its_own_column_is_invalid_on_every_backend(
+    store: EventStore,
+) -> None:
+    """PostgreSQL text cannot hold NUL, so the contract rejects it everywhere alike."""
+    store.append(CID, [S(), U("u1")])
+    before = dump(store.engine)
+    for field, event in NUL_IN_COLUMNS:
+        with pytest.raises(InvalidEventError) as caught:
+            store.append(CID, [M("m1"), event])
+        assert (caught.value.field, caught.value.index) == (field, 1)
+    assert dump(store.engine) == before
 
 
 def test_accepts_dicts_json_text_bytes_and_parsed_events(store: EventStore) -> None:
@@ -276,22 +310,22 @@ def test_accepts_dicts_json_text_bytes_and_parsed_events(store: EventStore) -> N
     assert store.view(CID).event_ids[-3:] == ["m1", "m2", "m3"]
 
 
-@pytest.mark.parametrize(
-    "bad",
-    [
-        {"id": "x", "source": "user"},  # no kind
-        {"kind": "MessageEvent", "source": "user"},  # no id
-        {"id": "a", "kind": "ActionEvent", "llm_response_id": "r"},  # no tool_call_id
-        "not json",
-        b"\xff\xfe",
-        "[1, 2]",
-    ],
-)
-def test_invalid_events_are_rejected(store: EventStore, bad: object) -> None:
-    with pytest.raises(InvalidEventError):
-        store.append(CID, [S(), bad])  # type: ignore[list-item]
-    with pytest.raises(ConversationNotFoundError):
-        store.view(CID)
+INVALID: list[object] = [
+    {"id": "x", "source": "user"},  # no kind
+    {"kind": "MessageEvent", "source": "user"},  # no id
+    {"id": "a", "kind": "ActionEvent", "llm_response_id": "r"},  # no tool_call_id
+    "not json",
+    b"\xff\xfe",
+    "[1, 2]",
+]
+
+
+def test_invalid_events_are_rejected(store: EventStore) -> None:
+    for bad in INVALID:
+        with pytest.raises(InvalidEventError) as caught:
+            store.append(CID, [S(), bad])  # type: ignore[list-item]
+        assert caught.value.index == 1, bad
+    assert store.conversations() == []
 
 
 # --------------------------------------------------------------------------- replay

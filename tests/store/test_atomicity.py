@@ -109,26 +109,22 @@ def _instead(*args: Any, **kwargs: Any) -> Any:
     raise Injected("injected in the projector")
 
 
-@pytest.mark.parametrize(
-    ("module", "name", "make"),
-    [
-        (event_store, "project", lambda original: _instead),  # events already inserted
-        (rows, "insert_events", _after),
-        (rows, "write_projection", _after),
-        (rows, "insert_condensations", _after),
-        (rows, "save_state", _after),  # the last write before commit
-    ],
-    ids=["project", "insert_events", "write_projection", "insert_condensations", "save_state"],
-)
+Fault = tuple[Any, str, Callable[[Callable[..., Any]], Callable[..., Any]]]
+FAULTS: dict[str, Fault] = {
+    "project": (event_store, "project", lambda original: _instead),  # events already inserted
+    "insert_events": (rows, "insert_events", _after),
+    "write_projection": (rows, "write_projection", _after),
+    "insert_condensations": (rows, "insert_condensations", _after),
+    "save_state": (rows, "save_state", _after),  # the last write before commit
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
 @pytest.mark.parametrize("new_conversation", [False, True], ids=["existing", "new"])
 def test_failure_injected_inside_the_append(
-    seeded: EventStore,
-    monkeypatch: pytest.MonkeyPatch,
-    module: Any,
-    name: str,
-    make: Callable[[Callable[..., Any]], Callable[..., Any]],
-    new_conversation: bool,
+    seeded: EventStore, monkeypatch: pytest.MonkeyPatch, fault: str, new_conversation: bool
 ) -> None:
+    module, name, make = FAULTS[fault]
     cid = "fresh" if new_conversation else CID
     batch = [S(), U("u1"), M("m1"), *a_batch()[1:]] if new_conversation else a_batch()
     before = dump(seeded.engine)

@@ -48,9 +48,7 @@ class Statements:
 def recording(engine: Engine) -> Iterator[Statements]:
     statements = Statements()
 
-    def after(
-        conn: Any, cursor: Any, sql: str, params: Any, context: Any, executemany: bool
-    ) -> None:
+    def after(conn: Any, cursor: Any, sql: str, *_: Any) -> None:
         verb = sql.split(None, 1)[0].upper()
         statements.executed.append((sql, cursor.rowcount if verb in WRITES else None))
 

@@ -62,7 +62,7 @@ def test_upgrade_from_empty_has_no_drift(db_url: str) -> None:
     with EventStore(db_url) as store:
         assert inspect(store.engine).get_table_names() == []
         store.create_schema()
-        assert TABLES <= set(inspect(store.engine).get_table_names())
+        assert set(inspect(store.engine).get_table_names()) >= TABLES
         assert drift(store) == []
         store.create_schema()  # idempotent: already at head
         assert drift(store) == []
@@ -107,7 +107,7 @@ def test_alembic_command_line_from_the_repo_root(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     with EventStore(url) as store:
-        assert TABLES <= set(inspect(store.engine).get_table_names())
+        assert set(inspect(store.engine).get_table_names()) >= TABLES
         assert drift(store) == []
         assert store.append("c", S()).version == 1
     check = subprocess.run(
@@ -122,18 +122,18 @@ def test_alembic_command_line_from_the_repo_root(tmp_path: Path) -> None:
     assert check.returncode == 0, check.stdout + check.stderr
 
 
-@pytest.mark.parametrize(
-    "statement",
-    [
-        "UPDATE events SET payload = '{}' WHERE seq = 1",
-        "UPDATE events SET kind = kind",
-        "DELETE FROM events WHERE seq = 2",
-        "DELETE FROM events",
-    ],
-)
-def test_events_table_is_append_only(store: EventStore, statement: str) -> None:
+TAMPERING = [
+    "UPDATE events SET payload = '{}' WHERE seq = 1",
+    "UPDATE events SET kind = kind",
+    "DELETE FROM events WHERE seq = 2",
+    "DELETE FROM events",
+]
+
+
+def test_events_table_is_append_only(store: EventStore) -> None:
     store.append("c", [S(), U("u1")])
-    with pytest.raises(exc.DBAPIError, match="append-only"), store.engine.begin() as conn:
-        conn.execute(text(statement))
+    for statement in TAMPERING:
+        with pytest.raises(exc.DBAPIError, match="append-only"), store.engine.begin() as conn:
+            conn.execute(text(statement))
     assert [e.payload for e in store.events("c")] == [S(), U("u1")]
     assert store.verify().ok

@@ -5,9 +5,9 @@ digest of that prefix; afterwards ``view(as_of=n)`` must equal the digest after 
 ``resume_view()`` the resume path (``View.from_events``) and ``verify()`` must pass.
 
 Runtime: one event per append (with ``expected_version``) runs on every micro case and on every
-case of at most ``ONE_BY_ONE_MAX`` events; seeded random batch splits run on every vector. As-of
-reads cover every seq of vectors up to ``AS_OF_ALL_MAX`` events and a seeded sample of the larger
-ones (always including seqs right after condensations).
+case of at most ``ONE_BY_ONE_MAX`` events; seeded random batch splits run on every vector (large
+ones in batches of about 250). As-of reads cover every seq of vectors up to ``AS_OF_ALL_MAX``
+events and a seeded sample of the larger ones, always including seqs right after condensations.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from ._helpers import EMPTY_DIGEST, Vector, load_vectors, triple, view_digest
 
 ONE_BY_ONE_MAX = 40  # events: larger cases are covered by batch splits and as-of reads
 AS_OF_ALL_MAX = 25
-AS_OF_SAMPLES = 8  # random seqs per larger vector, plus its first and last event
-AS_OF_CONDENSATIONS = 4  # and the seqs right after a few of its condensations
-LARGEST_BATCH = 200
+AS_OF_SAMPLES = 4  # random seqs per larger vector, plus its first and last event
+AS_OF_CONDENSATIONS = 2  # and the seqs right after a few of its condensations
+LARGE = 300  # events: a large vector is appended in batches of 150..350 (about 250)
 SEED = 20261122
 
 
@@ -40,11 +40,12 @@ def cases(vectors_dir: Path) -> list[Vector]:
     return load_vectors(vectors_dir, "cases")
 
 
-def random_splits(n: int, rng: random.Random, largest: int) -> list[tuple[int, int]]:
-    """Cut ``range(n)`` into consecutive batches of 1..largest events."""
+def random_splits(n: int, rng: random.Random) -> list[tuple[int, int]]:
+    """Cut ``range(n)`` into consecutive batches of random sizes."""
+    smallest, largest = (150, 350) if n > LARGE else (1, max(4, n // 4))
     splits, start = [], 0
     while start < n:
-        end = min(n, start + rng.randint(1, largest))
+        end = min(n, start + rng.randint(smallest, largest))
         splits.append((start, end))
         start = end
     return splits
@@ -63,9 +64,8 @@ def check_one_by_one(store: EventStore, vector: Vector) -> None:
 
 def check_random_batches(store: EventStore, vector: Vector, rng: random.Random) -> None:
     digests = vector.expected["prefix_digests"]
-    largest = min(LARGEST_BATCH, max(4, len(vector.lines) // 4))
     version = 0
-    for start, end in random_splits(len(vector.lines), rng, largest):
+    for start, end in random_splits(len(vector.lines), rng):
         result = store.append(vector.name, vector.lines[start:end], expected_version=version)
         version = result.version
         assert version == end

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Row, and_, func, insert, or_, select, update
+from sqlalchemy import Connection, Row, and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from viewstore.events import Event, Role
@@ -25,6 +25,51 @@ from viewstore.view import TrackerState
 
 K = TypeVar("K", str, int)
 CHUNK = 500  # ids per IN (...) list: far below every backend's bound-parameter limit
+
+
+# Hot-path statements are built once: constructing a SQLAlchemy statement per call cost more
+# than executing it. Each takes only bound parameters.
+_STORED_IDS: Any = bindparam("event_ids", expanding=True)
+_LOCK_FOR_APPEND = select(
+    conversations,
+    select(events.c.seq)
+    .where(events.c.conversation_id == conversations.c.id, events.c.event_id.in_(_STORED_IDS))
+    .exists()
+    .label("has_stored"),
+).where(conversations.c.id == bindparam("conversation_id"))
+_LOCK_FOR_APPEND_PG = _LOCK_FOR_APPEND.with_for_update(of=conversations)
+_STATE_COLUMNS = (
+    "version",
+    "unhandled_request",
+    "view_length",
+    "pending_tool_calls",
+    "in_tool_loop",
+    "last_is_action",
+    "last_batch",
+    "last_hash",
+    "updated_at",
+)
+_SAVE_STATE = (
+    update(conversations)
+    .where(conversations.c.id == bindparam("b_conversation"))
+    .values({name: bindparam(f"new_{name}") for name in _STATE_COLUMNS})
+)
+_INSERT_EVENTS = insert(events)
+_INSERT_EVENTS_SQLITE = insert(events).values(
+    position=select(func.coalesce(func.max(events.c.position), 0) + 1).scalar_subquery(),
+    txid=0,
+)
+_INSERT_ENTRIES = insert(view_entries)
+_INSERT_INDICES = insert(manipulation_indices)
+_CLOSE_INDEX = (
+    update(manipulation_indices)
+    .where(
+        manipulation_indices.c.conversation_id == bindparam("b_conversation"),
+        manipulation_indices.c.position == bindparam("b_position"),
+        manipulation_indices.c.to_seq.is_(None),
+    )
+    .values(to_seq=bindparam("b_to_seq"))
+)
 
 
 def chunks(items: Sequence[K], size: int = CHUNK) -> Iterable[Sequence[K]]:
@@ -56,17 +101,10 @@ def lock_for_append(
     second query. Batches longer than one IN list are simply assumed to need the full check."""
     if not event_ids or len(event_ids) > CHUNK:
         return lock_conversation(conn, conversation_id), bool(event_ids)
-    stored = (
-        select(events.c.seq)
-        .where(events.c.conversation_id == conversations.c.id, events.c.event_id.in_(event_ids))
-        .exists()
-    )
-    query = select(conversations, stored.label("has_stored")).where(
-        conversations.c.id == conversation_id
-    )
-    if conn.dialect.name == "postgresql":
-        query = query.with_for_update(of=conversations)
-    row = conn.execute(query).first()
+    query = _LOCK_FOR_APPEND_PG if conn.dialect.name == "postgresql" else _LOCK_FOR_APPEND
+    row = conn.execute(
+        query, {"conversation_id": conversation_id, "event_ids": list(event_ids)}
+    ).first()
     return row, bool(row is not None and row.has_stored)
 
 
@@ -115,7 +153,9 @@ def save_state(
 ) -> None:
     values = state_values(state, last_hash)
     values["updated_at"] = now
-    conn.execute(update(conversations).where(conversations.c.id == conversation_id).values(values))
+    params = {f"new_{name}": value for name, value in values.items()}
+    params["b_conversation"] = conversation_id
+    conn.execute(_SAVE_STATE, params)
 
 
 # -- events -------------------------------------------------------------------------------
@@ -152,11 +192,8 @@ def insert_events(conn: Connection, rows: list[dict[str, Any]]) -> None:
     BEGIN IMMEDIATE makes ``max(position) + 1`` safe, row by row, and commit order is position
     order; ``txid`` is 0 there.
     """
-    if conn.dialect.name == "postgresql":
-        conn.execute(insert(events), rows)
-        return
-    next_position = select(func.coalesce(func.max(events.c.position), 0) + 1).scalar_subquery()
-    conn.execute(insert(events).values(position=next_position, txid=0), rows)
+    postgres = conn.dialect.name == "postgresql"
+    conn.execute(_INSERT_EVENTS if postgres else _INSERT_EVENTS_SQLITE, rows)
 
 
 def _without_nul(value: str | None) -> str | None:
@@ -260,7 +297,7 @@ def write_projection(conn: Connection, conversation_id: str, projection: Project
     """Write exactly the row changes the projector returned, one statement per kind."""
     if projection.new_entries:
         conn.execute(
-            insert(view_entries),
+            _INSERT_ENTRIES,
             [
                 {
                     "conversation_id": conversation_id,
@@ -289,20 +326,10 @@ def write_projection(conn: Connection, conversation_id: str, projection: Project
                 )
                 .values(left_seq=seq)
             )
-    for seq, positions in _by_seq(projection.closed_indices).items():
-        for batch in chunks(positions):
-            conn.execute(
-                update(manipulation_indices)
-                .where(
-                    manipulation_indices.c.conversation_id == conversation_id,
-                    manipulation_indices.c.position.in_(batch),
-                    manipulation_indices.c.to_seq.is_(None),
-                )
-                .values(to_seq=seq)
-            )
+    _close_indices(conn, conversation_id, projection.closed_indices)
     if projection.new_indices:
         conn.execute(
-            insert(manipulation_indices),
+            _INSERT_INDICES,
             [
                 {
                     "conversation_id": conversation_id,
@@ -313,6 +340,25 @@ def write_projection(conn: Connection, conversation_id: str, projection: Project
                 for row in projection.new_indices
             ],
         )
+
+
+def _close_indices(conn: Connection, conversation_id: str, closed: dict[int, int]) -> None:
+    if len(closed) == 1:  # a plain append closes at most one index: the prebuilt statement
+        ((position, seq),) = closed.items()
+        params = {"b_conversation": conversation_id, "b_position": position, "b_to_seq": seq}
+        conn.execute(_CLOSE_INDEX, params)
+        return
+    for seq, positions in _by_seq(closed).items():
+        for batch in chunks(positions):
+            conn.execute(
+                update(manipulation_indices)
+                .where(
+                    manipulation_indices.c.conversation_id == conversation_id,
+                    manipulation_indices.c.position.in_(batch),
+                    manipulation_indices.c.to_seq.is_(None),
+                )
+                .values(to_seq=seq)
+            )
 
 
 def _by_seq(closed: dict[K, int]) -> dict[int, list[K]]:
