@@ -1,0 +1,80 @@
+"""Run every benchmark, on SQLite and (when a server is given) PostgreSQL, in one command:
+
+    .venv/bin/python -m benchmarks [--postgres-url URL] [--quick]
+
+The PostgreSQL server URL defaults to ``VIEWSTORE_TEST_POSTGRES_URL``; a fresh database is
+created on it for the run and dropped afterwards. SQLite runs on a temporary file. Results are
+printed and written to ``benchmarks/results/`` (view.json, store-sqlite.json,
+store-postgresql.json). ``--quick`` shrinks every size, for a smoke test of the suite itself:
+its figures mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from benchmarks import bench_store, bench_view
+
+QUICK_VIEW = ["--events", "600", "--repeat", "3", "--block", "50"]
+QUICK_STORE = ["--large", "600", "--blocks", "2", "--block", "5", "--repeat", "2"]
+QUICK_WRITERS = ["--writer-appends", "20"]
+
+
+@contextmanager
+def scratch_postgres(server_url: str) -> Iterator[str]:
+    """A fresh database on the server for the length of the run."""
+    name = f"viewstore_bench_{uuid.uuid4().hex[:12]}"
+    server = make_url(server_url).set(drivername="postgresql+psycopg")
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        yield server.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="viewstore benchmarks, every backend")
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("VIEWSTORE_TEST_POSTGRES_URL"),
+        help="a PostgreSQL server to benchmark on (default: $VIEWSTORE_TEST_POSTGRES_URL)",
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test only")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as folder:
+        return _run(args.postgres_url, args.quick, Path(folder))
+
+
+def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
+    # A quick run is a smoke test: it must not overwrite the real results.
+    results = scratch if quick else bench_store.RESULTS
+    print("== pure view engine", flush=True)
+    bench_view.main([*(QUICK_VIEW if quick else []), "--output", str(results / "view.json")])
+    store_args = ["--results-dir", str(results), *(QUICK_STORE if quick else [])]
+    print("\n== SQLite", flush=True)
+    bench_store.main(["--url", f"sqlite:///{scratch / 'bench.db'}", *store_args])
+    if not postgres_url:
+        print("\n(no PostgreSQL: pass --postgres-url or set VIEWSTORE_TEST_POSTGRES_URL)")
+        return 0
+    print("\n== PostgreSQL", flush=True)
+    with scratch_postgres(postgres_url) as url:
+        bench_store.main(["--url", url, *store_args, *(QUICK_WRITERS if quick else [])])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

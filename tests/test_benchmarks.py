@@ -1,0 +1,32 @@
+"""The benchmark suite runs end to end (tiny sizes: this checks the suite, not the figures).
+
+Speed is shown by running ``python -m benchmarks`` (README, "Benchmarks"), never by timed
+assertions here: this machine is shared and timings flake.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import __main__ as bench
+
+
+def test_suite_runs_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench._run(None, True, tmp_path) == 0
+    out = capsys.readouterr().out
+    assert "append+projection vs raw INSERT+COMMIT" in out
+    store = json.loads((tmp_path / "store-sqlite.json").read_text())
+    for measure in ("single_append", "history", "batches", "condensation", "reads", "memory"):
+        assert measure in store
+    assert json.loads((tmp_path / "view.json").read_text())["append"]["ratio"] > 0
+
+
+@pytest.mark.postgres
+def test_suite_runs_on_postgres(pg_server_url: str, tmp_path: Path) -> None:
+    assert bench._run(pg_server_url, True, tmp_path) == 0
+    store = json.loads((tmp_path / "store-postgresql.json").read_text())
+    assert store["backend"] == "postgresql"
+    assert set(store["writers"]) >= {"1", "2", "4"}
