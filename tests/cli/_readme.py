@@ -6,7 +6,9 @@ Every fenced block in README.md must sit right below a marker line::
 
 KIND says which test runs it:
 
-- ``skip``            not run (the Quick start: it installs the package and runs this suite)
+- ``skip``            not run here, because another check runs it: the Quick start (it
+                      installs the package and runs this suite) and the benchmark command
+                      (tests/test_benchmarks.py runs it with ``--quick``)
 - ``python``          exec'd in a temp dir by test_readme.py
 - ``bash``            run by test_readme.py, all ``bash`` blocks in order, in one temp dir, with
                       ``VIEWSTORE_URL`` on a temp SQLite file and ``.venv/bin`` first on PATH

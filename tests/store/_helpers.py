@@ -7,9 +7,8 @@ message, ``A`` action, ``O`` observation, ``E`` agent error, ``C`` condensation,
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,8 @@ from typing import Any
 from sqlalchemy import Engine, MetaData, select, text
 
 from viewstore import StoredView
+
+from ..view._helpers import digest
 
 Payload = dict[str, Any]
 
@@ -128,20 +129,6 @@ def history(n_pairs: int) -> list[Payload]:
 
 
 # --------------------------------------------------------------------------- digests
-
-
-def _sha16(value: str) -> str:
-    return hashlib.sha256(value.encode("utf-8")).hexdigest()[:16]
-
-
-def digest(view_ids: Sequence[str], indices: Iterable[int], unhandled: bool) -> list[Any]:
-    """``[len(view), view_digest, indices_digest, unhandled]`` as in the vectors README."""
-    return [
-        len(view_ids),
-        _sha16("\n".join(view_ids)),
-        _sha16(",".join(str(i) for i in sorted(indices))),
-        int(unhandled),
-    ]
 
 
 def view_digest(view: StoredView) -> list[Any]:
