@@ -7,7 +7,6 @@ import sys
 from typing import IO, Any
 
 import click
-from alembic.runtime.migration import MigrationContext
 from rich.progress import Progress
 
 from viewstore.cli.app import EXIT_PROBLEMS, Context, UserError, cli, json_option, pass_state
@@ -17,7 +16,6 @@ from viewstore.demo import run_demo
 from viewstore.errors import InvalidEventError
 from viewstore.events import Event, parse_event
 from viewstore.store.records import VerifyReport
-from viewstore.store.translate import translated
 
 
 @cli.command()
@@ -26,8 +24,7 @@ from viewstore.store.translate import translated
 def init(state: Context, as_json: bool) -> None:
     """Create or migrate the database schema to the newest revision."""
     state.store.create_schema()
-    with translated(), state.store.engine.connect() as conn:
-        head = MigrationContext.configure(conn).get_current_revision()
+    head = state.store.schema_revision()
     if as_json:
         state.print_json({"revision": head})
     else:

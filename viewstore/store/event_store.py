@@ -13,10 +13,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import Connection, Engine
 
 from viewstore.chain import chain_hash
@@ -34,6 +32,9 @@ from viewstore.store.feed import FeedEntry, check_limit, decode_cursor, read_fee
 from viewstore.store.records import AppendResult, StoredEvent, StoredView, VerifyReport
 from viewstore.store.translate import translated
 from viewstore.view import View
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 EventInput = Event | dict[str, Any] | str | bytes
 DEFAULT_MAX_EVENT_BYTES = 64 * 1024 * 1024
@@ -115,11 +116,20 @@ class EventStore:
 
     def create_schema(self) -> None:
         """Migrate the database to the newest schema (``alembic upgrade head``)."""
+        from alembic import command  # noqa: PLC0415 - see alembic_config
+
         with translated(), self.engine.connect() as conn:
             config = alembic_config()
             config.attributes["connection"] = conn
             command.upgrade(config, "head")
             conn.commit()
+
+    def schema_revision(self) -> str | None:
+        """The Alembic revision the database is at (``None``: no viewstore schema yet)."""
+        from alembic.runtime.migration import MigrationContext  # noqa: PLC0415 - as above
+
+        with translated(), self.engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
 
     def close(self) -> None:
         if self._owns_engine:
@@ -426,6 +436,10 @@ def _migrations_dir() -> str:
 
 
 def alembic_config() -> Config:
+    # Alembic is imported only when the schema is touched: it is a fifth of every CLI call's
+    # start-up otherwise, and appends and reads never need it.
+    from alembic.config import Config  # noqa: PLC0415
+
     config = Config()
     config.set_main_option("script_location", _migrations_dir())
     return config
