@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from viewstore.errors import ConcurrencyError, ConversationNotFoundError, InvalidArgumentError
 from viewstore.events import Event
-from viewstore.store.event_store import EventInput, conversation_key
+from viewstore.store.inputs import EventInput, conversation_key
 from viewstore.store.records import AppendResult, StoredView
 
 if TYPE_CHECKING:

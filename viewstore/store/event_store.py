@@ -22,23 +22,24 @@ from viewstore.errors import (
     ConcurrencyError,
     DuplicateEventError,
     InvalidArgumentError,
-    InvalidEventError,
 )
 from viewstore.events import Event, Role, parse_event
 from viewstore.projector import Projection, ProjectionState, needs_view, project
 from viewstore.store import audit, reads, rows
 from viewstore.store.engine import WRITE, create_engine_for, default_url
 from viewstore.store.feed import FeedEntry, check_limit, decode_cursor, read_feed
+from viewstore.store.inputs import (
+    DEFAULT_MAX_EVENT_BYTES,
+    EventInput,
+    conversation_key,
+    parse_batch,
+)
 from viewstore.store.records import AppendResult, StoredEvent, StoredView, VerifyReport
 from viewstore.store.translate import translated
 from viewstore.view import View
 
 if TYPE_CHECKING:
     from alembic.config import Config
-
-EventInput = Event | dict[str, Any] | str | bytes
-DEFAULT_MAX_EVENT_BYTES = 64 * 1024 * 1024
-MAX_CONVERSATION_ID_LENGTH = 255
 
 #: Crash-point injection for tests (tests/ops): when set, called inside every append's
 #: transaction with "after_events", "after_view_rows" and "before_commit". None in production.
@@ -48,51 +49,6 @@ append_hook: Callable[[str], None] | None = None
 def _at(point: str) -> None:
     if append_hook is not None:
         append_hook(point)
-
-
-# Fields copied into columns of their own. PostgreSQL text cannot hold NUL (SQLite can), so
-# such an event is rejected on every backend alike; NUL elsewhere in a payload is kept exactly.
-_COLUMN_FIELDS = ("kind", "source", "timestamp", "parent_id", "tool_call_id", "llm_response_id")
-
-
-def _reject_nul_in_columns(event: Event, index: int) -> None:
-    for name in _COLUMN_FIELDS:
-        value = getattr(event, name)
-        if value is not None and "\x00" in value:
-            raise InvalidEventError(
-                "must not contain a NUL character",
-                kind=event.kind,
-                event_id=event.id,
-                field=name,
-                index=index,
-            )
-    if any("\x00" in forgotten for forgotten in event.forgotten_event_ids):
-        raise InvalidEventError(
-            "must not contain an id with a NUL character",
-            kind=event.kind,
-            event_id=event.id,
-            field="forgotten_event_ids",
-            index=index,
-        )
-
-
-def conversation_key(conversation_id: str | uuid.UUID) -> str:
-    """Validate a conversation id; UUIDs are stored as 32 hex digits, as OpenHands names them."""
-    if isinstance(conversation_id, uuid.UUID):
-        return conversation_id.hex
-    if not isinstance(conversation_id, str):
-        raise InvalidArgumentError(
-            f"conversation id must be a string, got {type(conversation_id).__name__}"
-        )
-    if not conversation_id or len(conversation_id) > MAX_CONVERSATION_ID_LENGTH:
-        raise InvalidArgumentError(
-            f"conversation id must be 1..{MAX_CONVERSATION_ID_LENGTH} characters long"
-        )
-    if any(ord(c) < 32 or c in "/\\" for c in conversation_id):
-        raise InvalidArgumentError(
-            f"conversation id {conversation_id!r} contains a control character or a slash"
-        )
-    return conversation_id
 
 
 class EventStore:
@@ -172,7 +128,7 @@ class EventStore:
         is written, unless the call is an exact retry of events already stored there.
         """
         key = conversation_key(conversation_id)
-        batch = self._parse_batch(events)
+        batch = parse_batch(events, self.max_event_bytes)
         if expected_version is not None and (
             isinstance(expected_version, bool)
             or not isinstance(expected_version, int)
@@ -183,33 +139,6 @@ class EventStore:
             )
         with self._write() as conn:
             return self._append(conn, key, batch, expected_version)
-
-    def _parse_batch(self, events: EventInput | Iterable[EventInput]) -> list[Event]:
-        if isinstance(events, Event | dict | str | bytes | bytearray):
-            events = [events]
-        elif not isinstance(events, Iterable):
-            raise InvalidArgumentError(
-                f"events must be an event or an iterable of events, got {type(events).__name__}"
-            )
-        parsed: list[Event] = []
-        seen: dict[str, int] = {}
-        for index, raw in enumerate(events):
-            try:
-                event = parse_event(raw, max_bytes=self.max_event_bytes)
-            except InvalidEventError as error:
-                raise error.at_index(index) from error
-            _reject_nul_in_columns(event, index)
-            if event.id in seen:
-                raise InvalidEventError(
-                    f"appears twice in one batch (first at #{seen[event.id]})",
-                    kind=event.kind,
-                    event_id=event.id,
-                    field="id",
-                    index=index,
-                )
-            seen[event.id] = index
-            parsed.append(event)
-        return parsed
 
     def _append(
         self, conn: Connection, key: str, batch: list[Event], expected: int | None
