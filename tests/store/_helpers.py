@@ -15,79 +15,44 @@ from typing import Any
 
 from sqlalchemy import Engine, MetaData, select, text
 
-from viewstore import StoredView
+from viewstore import Event, StoredView
 
+from ..view import _helpers as built
 from ..view._helpers import digest
 
 Payload = dict[str, Any]
 
 
+# The store suite appends dicts, as a client would; they are the view suite's events, as JSON.
+
+
+def _dicts(event: Event) -> Payload:
+    payload: Payload = json.loads(event.payload_json)
+    return payload
+
+
 def S(eid: str = "S") -> Payload:
-    return {
-        "id": eid,
-        "source": "agent",
-        "system_prompt": {"type": "text", "text": "You are OpenHands agent."},
-        "tools": [],
-        "kind": "SystemPromptEvent",
-    }
+    return _dicts(built.S(eid))
 
 
 def U(eid: str, text: str = "please fix the bug") -> Payload:
-    return {
-        "id": eid,
-        "source": "user",
-        "llm_message": {"role": "user", "content": [{"type": "text", "text": text}]},
-        "kind": "MessageEvent",
-    }
+    return _dicts(built.U(eid, text))
 
 
 def M(eid: str, text: str = "done") -> Payload:
-    return {
-        "id": eid,
-        "source": "agent",
-        "llm_message": {"role": "assistant", "content": [{"type": "text", "text": text}]},
-        "kind": "MessageEvent",
-    }
+    return _dicts(built.M(eid, text))
 
 
 def A(eid: str, tc: str, r: str, thinking: bool = False) -> Payload:
-    blocks = [{"type": "thinking", "thinking": "hm", "signature": "s"}] if thinking else []
-    return {
-        "id": eid,
-        "source": "agent",
-        "thought": [],
-        "thinking_blocks": blocks,
-        "action": {"command": "ls", "kind": "TerminalAction"},
-        "tool_name": "terminal",
-        "tool_call_id": tc,
-        "tool_call": {"id": tc, "name": "terminal", "arguments": "{}", "origin": "completion"},
-        "llm_response_id": r,
-        "security_risk": "LOW",
-        "kind": "ActionEvent",
-    }
+    return _dicts(built.A(eid, tc, r, thinking))
 
 
 def O(eid: str, tc: str, content: str = "ok") -> Payload:  # noqa: E743 - the spec's name
-    return {
-        "id": eid,
-        "source": "environment",
-        "tool_name": "terminal",
-        "tool_call_id": tc,
-        "observation": {"content": [{"type": "text", "text": content}], "kind": "TerminalObs"},
-        "action_id": "whatever",
-        "kind": "ObservationEvent",
-    }
+    return _dicts(built.O(eid, tc, content))
 
 
 def E(eid: str, tc: str) -> Payload:
-    return {
-        "id": eid,
-        "source": "agent",
-        "tool_name": "terminal",
-        "tool_call_id": tc,
-        "error": "invalid tool call",
-        "kind": "AgentErrorEvent",
-    }
+    return _dicts(built.E(eid, tc))
 
 
 def C(
@@ -96,27 +61,15 @@ def C(
     summary: str | None = None,
     offset: int | None = None,
 ) -> Payload:
-    payload: Payload = {"id": eid, "source": "environment", "forgotten_event_ids": list(forget)}
-    if summary is not None:
-        payload["summary"] = summary
-    if offset is not None:
-        payload["summary_offset"] = offset
-    payload["kind"] = "Condensation"
-    return payload
+    return _dicts(built.C(eid, forget, summary, offset))
 
 
 def R(eid: str) -> Payload:
-    return {"id": eid, "source": "environment", "kind": "CondensationRequest"}
+    return _dicts(built.R(eid))
 
 
 def X(eid: str) -> Payload:
-    return {
-        "id": eid,
-        "source": "environment",
-        "key": "execution_status",
-        "value": "running",
-        "kind": "ConversationStateUpdateEvent",
-    }
+    return _dicts(built.X(eid))
 
 
 def history(n_pairs: int) -> list[Payload]:

@@ -82,7 +82,7 @@ def A(eid: str, tc: str, r: str, thinking: bool = False) -> Event:
     )
 
 
-def O(eid: str, tc: str) -> Event:  # noqa: E743 - the spec's name for an observation
+def O(eid: str, tc: str, content: str = "ok") -> Event:  # noqa: E743 - the spec's name
     return _event(
         {
             "id": eid,
@@ -90,7 +90,7 @@ def O(eid: str, tc: str) -> Event:  # noqa: E743 - the spec's name for an observ
             "tool_name": "terminal",
             "tool_call_id": tc,
             "observation": {
-                "content": [{"type": "text", "text": "ok"}],
+                "content": [{"type": "text", "text": content}],
                 "kind": "TerminalObservation",
             },
             "action_id": "whatever",
