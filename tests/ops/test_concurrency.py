@@ -18,7 +18,7 @@ from ._helpers import backend, message
 from ._workers import concurrency_worker
 
 WORKERS = 4
-STEPS = 300  # appends per worker: 1,200 per backend, 2,400 in all
+STEPS = 500  # appends per worker: 2,000 per backend, 4,000 in all
 SHARED = ["shared-0", "shared-1"]
 
 

@@ -22,7 +22,7 @@ from ._helpers import backend, is_postgres, message
 from ._workers import feed_writer
 
 WRITERS = 3
-STEPS = 400  # per writer: 1,200 events per backend
+STEPS = 700  # per writer: 2,100 events per backend (more with the late writer)
 LATE_STEPS = 5  # PostgreSQL: appends that each stay uncommitted for HOLD seconds
 HOLD = 1.0
 DRAIN_DEADLINE = 60.0
