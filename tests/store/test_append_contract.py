@@ -14,6 +14,7 @@ from viewstore import (
     EventStore,
     InvalidArgumentError,
     InvalidEventError,
+    PayloadTooLargeError,
     ViewstoreError,
     parse_event,
 )
@@ -364,3 +365,22 @@ def test_resume_view_applies_enforcement(store: EventStore) -> None:
     resume = store.resume_view(CID)
     assert resume.event_ids == ["S", "u1"]
     assert resume.version == 3
+
+
+def test_default_event_size_limit_is_64_mib(store: EventStore) -> None:
+    """README, "Guarantees and limits": one event is at most 64 MiB by default."""
+    assert store.max_event_bytes == 64 * 1024 * 1024
+    before = dump(store.engine)
+    event = M("huge")
+    event["llm_message"] = {"role": "assistant", "content": "x" * store.max_event_bytes}
+    with pytest.raises(PayloadTooLargeError):
+        store.append("c", [event])
+    assert dump(store.engine) == before
+
+
+def test_sqlite_writers_wait_30_s_for_the_lock(store: EventStore) -> None:
+    """README: on SQLite an append waits up to 30 s for the single write lock."""
+    if store.engine.dialect.name != "sqlite":
+        return  # the busy timeout is an SQLite setting; PostgreSQL waits on the row lock
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30_000

@@ -106,6 +106,17 @@ def cli(ctx: click.Context, url: str) -> None:
 pass_state = click.make_pass_decorator(Context)
 
 
+def as_of_option(what: str) -> Callable[[F], F]:
+    """``--as-of SEQ``: read ``what`` as it was right after event SEQ."""
+    return click.option(
+        "--as-of",
+        type=click.IntRange(min=0),
+        default=None,
+        metavar="SEQ",
+        help=f"{what} right after event SEQ (1-based).",
+    )
+
+
 def json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(
         func

@@ -9,7 +9,15 @@ from typing import IO, Any
 import click
 from rich.progress import Progress
 
-from viewstore.cli.app import EXIT_PROBLEMS, Context, UserError, cli, json_option, pass_state
+from viewstore.cli.app import (
+    EXIT_PROBLEMS,
+    Context,
+    UserError,
+    as_of_option,
+    cli,
+    json_option,
+    pass_state,
+)
 from viewstore.cli.render import events_table, view_table
 from viewstore.cli.stats import collect_stats
 from viewstore.demo import run_demo
@@ -89,13 +97,7 @@ def append(
 
 @cli.command()
 @click.argument("conversation")
-@click.option(
-    "--as-of",
-    type=click.IntRange(min=0),
-    default=None,
-    metavar="SEQ",
-    help="The live view right after event SEQ (1-based).",
-)
+@as_of_option("The live view")
 @click.option(
     "--resume",
     is_flag=True,
@@ -151,13 +153,7 @@ def events(state: Context, conversation: str, after: int, limit: int | None, as_
 
 @cli.command()
 @click.argument("conversation")
-@click.option(
-    "--as-of",
-    type=click.IntRange(min=0),
-    default=None,
-    metavar="SEQ",
-    help="The indices right after event SEQ.",
-)
+@as_of_option("The indices")
 @json_option
 @pass_state
 def indices(state: Context, conversation: str, as_of: int | None, as_json: bool) -> None:

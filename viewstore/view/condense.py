@@ -24,7 +24,7 @@ def summary_position(condensation: Event, kept_length: int) -> int | None:
 
     Offsets past the end append, exactly like ``list.insert``.
     """
-    if condensation.summary is None or condensation.summary_offset is None:
+    if not condensation.inserts_summary or condensation.summary_offset is None:
         return None
     return min(condensation.summary_offset, kept_length)
 

@@ -50,10 +50,6 @@ class IndexTracker:
         self._last_is_action = state.last_is_action
         self._last_batch = state.last_batch
 
-    @property
-    def length(self) -> int:
-        return self._length
-
     def state(self) -> TrackerState:
         return TrackerState(
             length=self._length,

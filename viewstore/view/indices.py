@@ -28,6 +28,3 @@ class ManipulationIndices(set[int]):
         if not candidates:
             raise NoManipulationIndexError(f"No manipulation index found >= {threshold}.")
         return min(candidates)
-
-    def sorted(self) -> list[int]:
-        return sorted(self)
