@@ -44,11 +44,13 @@ class ViewEntry:
     thinking: bool
     entered_seq: int
     left_seq: int | None = None
-    summary_payload: str | None = None  # the synthesized event's JSON, for summaries only
-
-    @property
-    def is_summary(self) -> bool:
-        return self.summary_payload is not None
+    # Copies of the event, so reading a view never goes back to the log. ``payload`` is None
+    # only on entries loaded for a condensation, which are never written back.
+    payload: str | None = None
+    source: str | None = None
+    timestamp: str | None = None
+    parent_id: str | None = None
+    is_summary: bool = False  # synthesized by a condensation, not an event of the log
 
 
 @dataclass(frozen=True)
@@ -80,9 +82,7 @@ class Projection:
         )
 
 
-def entry_for(
-    event: Event, seq: int, order_key: str, summary_payload: str | None = None
-) -> ViewEntry:
+def entry_for(event: Event, seq: int, order_key: str, *, is_summary: bool = False) -> ViewEntry:
     return ViewEntry(
         order_key=order_key,
         id=event.id,
@@ -93,7 +93,11 @@ def entry_for(
         llm_response_id=event.llm_response_id,
         thinking=event.thinking,
         entered_seq=seq,
-        summary_payload=summary_payload,
+        payload=event.payload_json,
+        source=event.source,
+        timestamp=event.timestamp,
+        parent_id=event.parent_id,
+        is_summary=is_summary,
     )
 
 
@@ -183,7 +187,7 @@ class _Batch:
         if position is not None:
             summary = summary_event(condensation)
             key = self.key_at(kept, position, seq)
-            self.add_entry(entry_for(summary, seq, key, summary.payload_json), position)
+            self.add_entry(entry_for(summary, seq, key, is_summary=True), position)
         self.tracker, indices = IndexTracker.scan(self.view)
         for gone in sorted(self.open_indices - indices):
             self.close_index(gone, seq)

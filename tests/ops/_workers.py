@@ -5,6 +5,7 @@ Kept in its own module so the spawned interpreter imports only this and viewstor
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -132,3 +133,15 @@ def crash_writer(url: str, conversation: str, point: str, ready: str, expected: 
         expected_version=expected,
     )
     raise SystemExit("the append returned: the crash point was never reached")
+
+
+def fast_writer(url: str, conversation: str, ready: str) -> None:
+    """Append one message at a time, forever (the fast path after the first), noting each
+    committed seq in ``ready``, until the parent kills this process at a random moment."""
+    store = EventStore(url)
+    version = store.version(conversation)
+    while True:
+        version = store.append(conversation, message(f"fast-{version + 1}")).version
+        # Replaced whole, so a kill mid-write never leaves the parent an empty file.
+        Path(ready + ".tmp").write_text(str(version))
+        os.replace(ready + ".tmp", ready)

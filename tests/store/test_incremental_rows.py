@@ -10,9 +10,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine, event
 
 from viewstore import EventStore
+from viewstore.store import event_store, fast_path
 
 from ._helpers import A, C, M, O, Payload, R, U, X, count_rows, history
 
@@ -84,6 +86,44 @@ TAIL: list[Payload] = [
 ]
 
 
+@pytest.fixture
+def ordinary(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Force the ordinary (locked, SQLAlchemy) append path: a set crash hook disables the fast
+    path, whose writes tests/store/test_fast_path.py and the fast tests below count instead."""
+    monkeypatch.setattr(event_store, "append_hook", lambda _point: None)
+
+
+@pytest.fixture
+def plans(monkeypatch: pytest.MonkeyPatch) -> list[fast_path.Plan]:
+    """Every fast-path plan made: what the fast path writes, row for row."""
+    made: list[fast_path.Plan] = []
+    original = fast_path.plan
+
+    def spy(*args: Any) -> fast_path.Plan:
+        made.append(original(*args))
+        return made[-1]
+
+    monkeypatch.setattr(fast_path, "plan", spy)
+    return made
+
+
+def shape(plan: fast_path.Plan, dialect: Any) -> tuple[Any, ...]:
+    """What a fast write sends: the statement(s) and how many rows of each table."""
+    projection = plan.projection
+    counts = (
+        len(plan.log),
+        len(projection.new_entries),
+        len(projection.closed_entries),
+        len(projection.new_indices),
+        len(projection.closed_indices),
+    )
+    if dialect.name == "postgresql":
+        sql, params = fast_path.postgres_statement(dialect, plan)
+        return (*counts, sql, sorted(params))
+    return counts
+
+
+@pytest.mark.usefixtures("ordinary")
 def test_plain_append_on_a_long_history_writes_o1_rows(store: EventStore) -> None:
     build(store, "long", history(1000))
     assert store.version("long") == 2003
@@ -105,6 +145,7 @@ def test_plain_append_on_a_long_history_writes_o1_rows(store: EventStore) -> Non
     assert store.verify("long").ok
 
 
+@pytest.mark.usefixtures("ordinary")
 def test_append_cost_does_not_grow_with_history(store: EventStore) -> None:
     build(store, "short", history(50))
     build(store, "long", history(1000))
@@ -115,7 +156,48 @@ def test_append_cost_does_not_grow_with_history(store: EventStore) -> None:
             with recording(store.engine) as statements:
                 result = store.append(cid, payload)
             costs[cid] = (statements.texts(), statements.writes(), result.rows_written)
+        assert costs["short"][0], "the ordinary path ran statements"
         assert costs["short"] == costs["long"], payload["id"]
+    assert store.verify().ok
+
+
+def test_fast_append_on_a_long_history_writes_o1_rows(
+    store: EventStore, plans: list[fast_path.Plan]
+) -> None:
+    build(store, "long", history(1000))
+    store.append("long", [X("warm")])  # the fast path needs the tail of a committed append
+    for payload in TAIL:
+        before = table_counts(store, "long")
+        events_before = count_rows(store.engine, "events", "conversation_id = 'long'")
+        made = len(plans)
+        result = store.append("long", payload)
+        assert len(plans) == made + 1, "the append took the fast path"
+        after = table_counts(store, "long")
+        assert result.rows_written <= 3, payload["id"]
+        assert after["view_entries"] - before["view_entries"] <= 1
+        assert after["manipulation_indices"] - before["manipulation_indices"] <= 1
+        assert count_rows(store.engine, "events", "conversation_id = 'long'") == events_before + 1
+        projection = plans[-1].projection
+        assert not projection.closed_entries
+        assert len(projection.new_indices) + len(projection.closed_indices) <= 2
+    assert store.verify("long").ok
+
+
+def test_fast_append_cost_does_not_grow_with_history(
+    store: EventStore, plans: list[fast_path.Plan]
+) -> None:
+    build(store, "short", history(50))
+    build(store, "long", history(1000))
+    for cid in ("short", "long"):
+        store.append(cid, [X(f"warm-{cid}")])
+    for payload in TAIL:
+        shapes = {}
+        for cid in ("short", "long"):
+            made = len(plans)
+            store.append(cid, payload)
+            assert len(plans) == made + 1, "the append took the fast path"
+            shapes[cid] = shape(plans[-1], store.engine.dialect)
+        assert shapes["short"] == shapes["long"], payload["id"]
     assert store.verify().ok
 
 

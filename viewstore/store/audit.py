@@ -8,15 +8,17 @@ view and index row, alive or closed, with that; rebuild writes it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from sqlalchemy import Connection, delete
 
 from viewstore.chain import GENESIS, chain_hash
 from viewstore.events import Event, parse_event
-from viewstore.projector import Projection, project_from_scratch
+from viewstore.projector import Projection, ViewEntry, project_from_scratch
 from viewstore.store import reads, rows
 from viewstore.store.records import ConversationReport, StoredEvent, VerifyReport
 from viewstore.store.schema import manipulation_indices, view_entries
+from viewstore.store.stored_events import envelope
 from viewstore.view import View, full_indices
 
 
@@ -70,14 +72,28 @@ def _check_rows(
     conn: Connection, key: str, expected: Projection, report: ConversationReport
 ) -> None:
     want_entries = {entry.order_key: entry for entry in expected.new_entries}
-    have_entries = {entry.order_key: entry for entry in rows.load_all_entries(conn, key)}
-    if want_entries != have_entries:
-        # by order key only: a key present on both sides would compare ViewEntry objects
-        wrong = sorted(set(want_entries.items()) ^ set(have_entries.items()), key=lambda i: i[0])
-        first = wrong[0][1]
+    loaded = rows.load_all_entries(conn, key)
+    have_entries = {entry.order_key: entry for entry, _ in loaded}
+    wrong_rows, wrong_copies = _entry_differences(want_entries, have_entries)
+    for entry, packed in loaded:
+        want = want_entries.get(entry.order_key)
+        if want is not None and entry.order_key not in wrong_rows and packed != envelope(want):
+            wrong_copies.setdefault(entry.order_key, []).append("envelope")
+    if wrong_rows:
+        order_key = min(wrong_rows)
+        first = want_entries.get(order_key) or have_entries[order_key]
         report.problems.append(
-            f"{len(wrong)} view rows differ from replay (first: event {first.id!r}, "
+            f"{len(wrong_rows)} view rows differ from replay (first: event {first.id!r}, "
             f"entered at seq {first.entered_seq})"
+        )
+    if wrong_copies:
+        # What the LLM is sent is read from these copies, never from the log itself.
+        order_key = min(wrong_copies)
+        first = have_entries[order_key]
+        report.problems.append(
+            f"{len(wrong_copies)} view rows carry a copy of their event that differs from the "
+            f"log (first: event {first.id!r}, entered at seq {first.entered_seq}: "
+            f"{', '.join(wrong_copies[order_key])})"
         )
     want_indices = {(r.position, r.from_seq, r.to_seq) for r in expected.new_indices}
     have_indices = set(rows.load_index_rows(conn, key))
@@ -87,6 +103,34 @@ def _check_rows(
             f"{len(diff)} manipulation-index rows differ from replay "
             f"(first: position {diff[0][0]} from seq {diff[0][1]})"
         )
+
+
+_COPIES = ("payload", "source", "timestamp", "parent_id")
+
+
+def _entry_differences(
+    want: dict[str, ViewEntry], have: dict[str, ViewEntry]
+) -> tuple[set[str], dict[str, list[str]]]:
+    """Order keys of rows that differ from replay, and of rows that differ in their copies of
+    the event only (with the copied fields that differ)."""
+    wrong_rows: set[str] = set()
+    wrong_copies: dict[str, list[str]] = {}
+    if want == have:
+        return wrong_rows, wrong_copies
+    for order_key in want.keys() | have.keys():
+        wanted, stored = want.get(order_key), have.get(order_key)
+        if wanted == stored:
+            continue
+        if wanted is None or stored is None or _without_copies(wanted) != _without_copies(stored):
+            wrong_rows.add(order_key)
+        else:
+            fields = [name for name in _COPIES if getattr(wanted, name) != getattr(stored, name)]
+            wrong_copies[order_key] = fields
+    return wrong_rows, wrong_copies
+
+
+def _without_copies(entry: ViewEntry) -> ViewEntry:
+    return replace(entry, payload=None, source=None, timestamp=None, parent_id=None)
 
 
 def _check_view(log: list[tuple[int, Event]], report: ConversationReport) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine
 
-from viewstore.chain import chain_hash
 from viewstore.errors import (
     ConcurrencyError,
     DuplicateEventError,
@@ -25,7 +24,7 @@ from viewstore.errors import (
 )
 from viewstore.events import Event, Role, parse_event
 from viewstore.projector import Projection, ProjectionState, needs_view, project
-from viewstore.store import audit, reads, rows
+from viewstore.store import audit, fast_path, reads, rows
 from viewstore.store.engine import WRITE, create_engine_for, default_url
 from viewstore.store.feed import FeedEntry, check_limit, decode_cursor, read_feed
 from viewstore.store.inputs import (
@@ -67,6 +66,7 @@ class EventStore:
             self.engine = create_engine_for(url_or_engine or default_url())
             self._owns_engine = True
         self.max_event_bytes = max_event_bytes
+        self._tails = fast_path.Tails()
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -137,25 +137,72 @@ class EventStore:
             raise InvalidArgumentError(
                 f"expected_version must be a non-negative integer, got {expected_version!r}"
             )
+        fast = self._fast_append(key, batch, expected_version)
+        if fast is not None:
+            return fast
         with self._write() as conn:
-            return self._append(conn, key, batch, expected_version)
+            result, tail = self._append(conn, key, batch, expected_version)
+        if tail is not None:  # committed: the next append here may take the fast path
+            self._tails.put(key, tail)
+        return result
+
+    def _fast_append(
+        self, key: str, batch: list[Event], expected: int | None
+    ) -> AppendResult | None:
+        """The fast path (see ``fast_path``), or None when this append cannot take it."""
+        tail = self._tails.get(key)
+        if (
+            tail is None
+            or append_hook is not None  # crash points exist only on the ordinary path
+            or not batch
+            or len(batch) > fast_path.BATCH_LIMIT
+            or expected not in (None, tail.state.version)
+            or needs_view(batch)
+        ):
+            return None
+        plan = fast_path.plan(key, tail, batch, datetime.now(UTC))
+        if not self._write_plan(plan):
+            self._tails.drop(key)  # stale, or a stored id: the ordinary path will tell
+            return None
+        self._tails.put(key, plan.tail)
+        return AppendResult(
+            conversation_id=key,
+            version=plan.tail.state.version,
+            appended=[e.id for e in batch],
+            first_seq=tail.state.version + 1,
+            rows_written=plan.projection.rows_written,
+        )
+
+    def _write_plan(self, plan: fast_path.Plan) -> bool:
+        """Commit the plan; False when it was stale or hit a stored id (nothing written)."""
+        try:
+            with translated():
+                if self.engine.dialect.name == "postgresql":
+                    return fast_path.write_postgres(self.engine, plan)
+                with self._write() as conn:
+                    if not fast_path.write_sqlite(conn, plan):
+                        raise _Stale  # rolls the transaction back
+                return True
+        except _Stale:
+            return False
 
     def _append(
         self, conn: Connection, key: str, batch: list[Event], expected: int | None
-    ) -> AppendResult:
+    ) -> tuple[AppendResult, fast_path.Tail | None]:
         now = datetime.now(UTC)
         row, maybe_stored = rows.lock_for_append(conn, key, [e.id for e in batch])
         if row is None and not batch:
-            return AppendResult(conversation_id=key, version=0)
+            return AppendResult(conversation_id=key, version=0), None
         if row is None and not expected:
             # Create the row (or wait for a racing creator's and lock it) before any check, so
             # the version and dedupe checks below see what a concurrent first append wrote.
             row = rows.create_conversation(conn, key, now)
         version = 0 if row is None else row.version
+        tail = None if row is None else fast_path.Tail(rows.state_from_row(row), row.last_hash)
         if expected is not None and expected != version:
             retry = self._as_retry(conn, key, batch, expected, version)
             if retry is not None:
-                return retry
+                return retry, tail
             raise ConcurrencyError(key, expected, version)
         stored = rows.stored_payloads(conn, key, [e.id for e in batch]) if maybe_stored else {}
         duplicates: list[str] = []
@@ -169,11 +216,13 @@ class EventStore:
             else:
                 raise DuplicateEventError(key, event.id, "already stored with a different payload")
         if not fresh:
-            return AppendResult(conversation_id=key, version=version, duplicates=duplicates)
-        assert row is not None  # created above unless expected > 0, which raised
-        state = rows.state_from_row(row)
+            result = AppendResult(conversation_id=key, version=version, duplicates=duplicates)
+            return result, tail
+        assert row is not None and tail is not None  # created above unless expected > 0
+        state = tail.state
         numbered = list(enumerate(fresh, start=version + 1))
-        last_hash = self._insert_log(conn, key, numbered, row.last_hash, now)
+        log, last_hash = fast_path.log_rows(key, numbered, row.last_hash, now)
+        rows.insert_events(conn, log)
         _at("after_events")
         projection = self._project(conn, key, state, numbered)
         rows.write_projection(conn, key, projection)
@@ -183,7 +232,7 @@ class EventStore:
         _at("after_view_rows")
         rows.save_state(conn, key, projection.state, last_hash, now)
         _at("before_commit")
-        return AppendResult(
+        result = AppendResult(
             conversation_id=key,
             version=projection.state.version,
             appended=[e.id for e in fresh],
@@ -191,6 +240,7 @@ class EventStore:
             first_seq=version + 1,
             rows_written=projection.rows_written,
         )
+        return result, fast_path.Tail(projection.state, last_hash)
 
     def _as_retry(
         self, conn: Connection, key: str, batch: list[Event], expected: int, version: int
@@ -205,35 +255,6 @@ class EventStore:
             if not event.same_payload(parse_event(payload)):
                 return None
         return AppendResult(conversation_id=key, version=version, duplicates=[e.id for e in batch])
-
-    def _insert_log(
-        self,
-        conn: Connection,
-        key: str,
-        numbered: Sequence[tuple[int, Event]],
-        last_hash: str,
-        now: datetime,
-    ) -> str:
-        """Insert the events with their chained hashes; returns the new last hash."""
-        log_rows = []
-        for seq, event in numbered:
-            last_hash = chain_hash(last_hash, seq, event.id, event.payload_json)
-            log_rows.append(
-                {
-                    "conversation_id": key,
-                    "seq": seq,
-                    "event_id": event.id,
-                    "kind": event.kind,
-                    "source": event.source,
-                    "timestamp": event.timestamp,
-                    "parent_id": event.parent_id,
-                    "payload": event.payload_json,
-                    "hash": last_hash,
-                    "recorded_at": now,
-                }
-            )
-        rows.insert_events(conn, log_rows)
-        return last_hash
 
     def _project(
         self,
@@ -342,8 +363,13 @@ class EventStore:
     def rebuild(self, conversation_id: str | uuid.UUID | None = None) -> int:
         """Rewrite the view and index rows of one or every conversation from the log."""
         keys = None if conversation_id is None else [conversation_key(conversation_id)]
+        self._tails.clear()  # a rebuild rewrites the carried state from the log
         with self._write() as conn:
             return audit.rebuild(conn, keys)
+
+
+class _Stale(Exception):
+    """The fast path's guard matched no row: roll its transaction back."""
 
 
 def _stored(key: str, version: int, view: View, as_of: int | None) -> StoredView:

@@ -1,22 +1,28 @@
 """Read queries: the materialized view (current or as of a seq), and the log itself.
 
-Reading a view never replays the log: it selects the view rows alive at the requested seq, in
-key order, joined to their payloads, and the index rows alive at that seq.
+Reading a view never replays the log and never joins it: every view row carries a copy of its
+event, so the current view is one range scan of the partial index ``ix_view_entries_current``
+and an as-of view one scan of the conversation's rows by their lifetimes. Those scans go
+straight to the driver's cursor, and the events are built only when asked for
+(``StoredEvents``): a view read then costs about what a bare ``SELECT payload`` of the same
+rows costs.
 """
 
 from __future__ import annotations
 
-import json
+import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Row, func, select
+from sqlalchemy import Connection, Row, func, select, text
 
 from viewstore.errors import ConversationNotFoundError
-from viewstore.events import Event, Role
 from viewstore.store.records import StoredEvent, StoredView
-from viewstore.store.rows import alive_at
-from viewstore.store.schema import conversations, events, manipulation_indices, view_entries
+from viewstore.store.schema import conversations, events
+from viewstore.store.stored_events import StoredEvents
+from viewstore.store.translate import driver_errors
 
 
 def conversation_row(conn: Connection, conversation_id: str) -> Row[Any]:
@@ -26,85 +32,64 @@ def conversation_row(conn: Connection, conversation_id: str) -> Row[Any]:
     return row
 
 
-_ROLES = {role.value: role for role in Role}
-
-
-def _event_from_view_row(row: Any) -> Event:
-    (event_id, kind, role, tool_call_id, llm_response_id, thinking, summary_payload,
-     payload, source, timestamp, parent_id) = row  # fmt: skip
-    summary = None
-    if summary_payload is not None:
-        payload = summary_payload
-        summary = json.loads(payload).get("summary")
-        parent_id = None
-    # Rows were validated when appended; rebuilding the envelope skips a second validation.
-    return Event.trusted(
-        kind=kind,
-        id=event_id,
-        role=_ROLES[role],
-        known_kind=True,
-        source=source,
-        timestamp=timestamp,
-        parent_id=parent_id,
-        tool_call_id=tool_call_id,
-        llm_response_id=llm_response_id,
-        thinking=bool(thinking),
-        forgotten_event_ids=frozenset(),
-        summary=summary,
-        summary_offset=None,
-        payload_json=payload,
-    )
+# Parameters are written :name; _driver_sql rewrites them for drivers that want %(name)s.
+_CONVERSATION = "SELECT version, unhandled_request FROM conversations WHERE id = :c"
+_ENTRIES = "SELECT envelope, payload FROM view_entries WHERE conversation_id = :c AND "
+_CURRENT_ENTRIES = _ENTRIES + "left_seq IS NULL ORDER BY order_key"
+_ENTRIES_AS_OF = (
+    _ENTRIES + "entered_seq <= :s AND (left_seq IS NULL OR left_seq > :s) ORDER BY order_key"
+)
+_INDICES = "SELECT position FROM manipulation_indices WHERE conversation_id = :c AND "
+_CURRENT_INDICES = _INDICES + "to_seq IS NULL ORDER BY position"
+_INDICES_AS_OF = _INDICES + "from_seq <= :s AND (to_seq IS NULL OR to_seq > :s) ORDER BY position"
 
 
 def read_view(conn: Connection, conversation_id: str, as_of: int | None) -> StoredView:
-    conv = conversation_row(conn, conversation_id)
-    entries = (
-        select(
-            view_entries.c.event_id,
-            view_entries.c.kind,
-            view_entries.c.role,
-            view_entries.c.tool_call_id,
-            view_entries.c.llm_response_id,
-            view_entries.c.thinking,
-            view_entries.c.summary_payload,
-            events.c.payload,
-            events.c.source,
-            events.c.timestamp,
-            events.c.parent_id,
-        )
-        .join(
-            events,
-            (events.c.conversation_id == view_entries.c.conversation_id)
-            & (events.c.seq == view_entries.c.seq),
-        )
-        .where(view_entries.c.conversation_id == conversation_id)
-        .order_by(view_entries.c.order_key)
-    )
-    indices = (
-        select(manipulation_indices.c.position)
-        .where(manipulation_indices.c.conversation_id == conversation_id)
-        .order_by(manipulation_indices.c.position)
-    )
+    params = {"c": conversation_id, "s": as_of}
+    found = _fetch(conn, _CONVERSATION, params)
+    if not found:
+        raise ConversationNotFoundError(conversation_id)
     if as_of is None:
-        entries = entries.where(view_entries.c.left_seq.is_(None))
-        indices = indices.where(manipulation_indices.c.to_seq.is_(None))
-        version, unhandled = conv.version, conv.unhandled_request
+        version, unhandled = found[0]
+        entries = _fetch(conn, _CURRENT_ENTRIES, params)
+        indices = _fetch(conn, _CURRENT_INDICES, params)
     else:
-        entries = entries.where(
-            alive_at(view_entries.c.entered_seq, view_entries.c.left_seq, as_of)
-        )
-        indices = indices.where(
-            alive_at(manipulation_indices.c.from_seq, manipulation_indices.c.to_seq, as_of)
-        )
         version, unhandled = as_of, _unhandled_as_of(conn, conversation_id, as_of)
+        entries = _fetch(conn, _ENTRIES_AS_OF, params)
+        indices = _fetch(conn, _INDICES_AS_OF, params)
     return StoredView(
         conversation_id=conversation_id,
         version=version,
-        events=[_event_from_view_row(row) for row in conn.execute(entries)],
-        manipulation_indices=[row.position for row in conn.execute(indices)],
-        unhandled_condensation_request=unhandled,
+        events=StoredEvents(entries),
+        manipulation_indices=[position for (position,) in indices],
+        unhandled_condensation_request=bool(unhandled),
         as_of=as_of,
     )
+
+
+def _fetch(conn: Connection, sql: str, params: dict[str, Any]) -> Sequence[Any]:
+    """Every row as the driver's own tuple. Through SQLAlchemy's result objects, a 9,300-event
+    view took 2 ms more on SQLite (0.2 µs a row), a tenth of the whole read."""
+    style = _PARAMSTYLES.get(conn.dialect.name, conn.dialect.paramstyle)
+    if style not in ("named", "pyformat"):
+        return list(conn.execute(text(sql), params))  # a driver we have not measured
+    with driver_errors(conn):
+        cursor = conn.connection.cursor()
+        try:
+            cursor.execute(_driver_sql(sql, style), params)
+            rows: Sequence[Any] = cursor.fetchall()
+        finally:
+            cursor.close()
+    return rows
+
+
+# sqlite3 declares qmark but takes :name too; SQLAlchemy's dialect says what the others take.
+_PARAMSTYLES = {"sqlite": "named"}
+
+
+@cache
+def _driver_sql(sql: str, style: str) -> str:
+    return sql if style == "named" else re.sub(r":(\w+)", r"%(\1)s", sql)
 
 
 def _unhandled_as_of(conn: Connection, conversation_id: str, seq: int) -> bool:

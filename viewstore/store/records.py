@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from viewstore.events import Event
+from viewstore.store.stored_events import StoredEvents
 
 
 @dataclass(frozen=True)
@@ -29,18 +31,31 @@ class StoredEvent:
 
 @dataclass(frozen=True)
 class StoredView:
-    """A conversation's view: what the LLM is sent, and where a condenser may cut."""
+    """A conversation's view: what the LLM is sent, and where a condenser may cut.
+
+    Read from the store, ``events`` is a :class:`StoredEvents` that builds each Event on first
+    access; ``event_ids`` and ``payloads`` never need them.
+    """
 
     conversation_id: str
     version: int
-    events: list[Event]
+    events: Sequence[Event]
     manipulation_indices: list[int]
     unhandled_condensation_request: bool
     as_of: int | None = None
 
     @property
     def event_ids(self) -> list[str]:
+        if isinstance(self.events, StoredEvents):
+            return self.events.ids()
         return [event.id for event in self.events]
+
+    @property
+    def payloads(self) -> list[str]:
+        """Each event's exact JSON text, in view order (a summary: its synthesized event)."""
+        if isinstance(self.events, StoredEvents):
+            return self.events.payloads()
+        return [event.payload_json for event in self.events]
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -21,6 +21,7 @@ from viewstore.store.schema import (
     manipulation_indices,
     view_entries,
 )
+from viewstore.store.stored_events import envelope
 from viewstore.view import TrackerState
 
 K = TypeVar("K", str, int)
@@ -238,7 +239,22 @@ def insert_condensations(
 # -- the projection -----------------------------------------------------------------------
 
 
-def _entry_from_row(row: Row[Any]) -> ViewEntry:
+# A condensation reruns the view rules over the current entries and only ever closes them (new
+# rows come from events), so it loads neither the copies nor the envelope: on a long view they
+# are nearly all of the bytes.
+_VIEW_RULE_COLUMNS = tuple(
+    view_entries.c[name]
+    for name in (
+        "order_key", "event_id", "seq", "kind", "role", "tool_call_id", "llm_response_id",
+        "thinking", "entered_seq", "left_seq", "is_summary",
+    )
+)  # fmt: skip
+_COPY_COLUMNS = tuple(
+    view_entries.c[name] for name in ("payload", "source", "timestamp", "parent_id", "envelope")
+)
+
+
+def _entry_from_row(row: Row[Any], **copies: Any) -> ViewEntry:
     return ViewEntry(
         order_key=row.order_key,
         id=row.event_id,
@@ -250,26 +266,41 @@ def _entry_from_row(row: Row[Any]) -> ViewEntry:
         thinking=row.thinking,
         entered_seq=row.entered_seq,
         left_seq=row.left_seq,
-        summary_payload=row.summary_payload,
+        is_summary=row.is_summary,
+        **copies,
     )
 
 
 def load_current_view(conn: Connection, conversation_id: str) -> list[ViewEntry]:
+    """The current entries, for the view rules only: without their copies (``payload`` None)."""
     rows = conn.execute(
-        select(view_entries)
+        select(*_VIEW_RULE_COLUMNS)
         .where(view_entries.c.conversation_id == conversation_id, view_entries.c.left_seq.is_(None))
         .order_by(view_entries.c.order_key)
     )
     return [_entry_from_row(row) for row in rows]
 
 
-def load_all_entries(conn: Connection, conversation_id: str) -> list[ViewEntry]:
+def load_all_entries(conn: Connection, conversation_id: str) -> list[tuple[ViewEntry, str]]:
+    """Every entry the conversation ever had, complete, each with its stored envelope."""
     rows = conn.execute(
-        select(view_entries)
+        select(*_VIEW_RULE_COLUMNS, *_COPY_COLUMNS)
         .where(view_entries.c.conversation_id == conversation_id)
         .order_by(view_entries.c.order_key)
     )
-    return [_entry_from_row(row) for row in rows]
+    return [
+        (
+            _entry_from_row(
+                row,
+                payload=row.payload,
+                source=row.source,
+                timestamp=row.timestamp,
+                parent_id=row.parent_id,
+            ),
+            row.envelope,
+        )
+        for row in rows
+    ]
 
 
 def load_index_rows(conn: Connection, conversation_id: str) -> list[tuple[int, int, int | None]]:
@@ -293,28 +324,38 @@ def load_open_indices(conn: Connection, conversation_id: str) -> set[int]:
     return {row.position for row in rows}
 
 
+def entry_params(conversation_id: str, entry: ViewEntry) -> dict[str, Any]:
+    """One ``view_entries`` row, every column: the one definition both write paths use."""
+    if entry.payload is None:
+        # Only entries loaded for a condensation lack their copies, and those are never new.
+        raise ValueError(f"view entry {entry.id!r} has no payload to write")
+    return {
+        "conversation_id": conversation_id,
+        "order_key": entry.order_key,
+        "event_id": entry.id,
+        "seq": entry.seq,
+        "kind": entry.kind,
+        "role": entry.role.value,
+        "tool_call_id": entry.tool_call_id,
+        "llm_response_id": entry.llm_response_id,
+        "thinking": entry.thinking,
+        "entered_seq": entry.entered_seq,
+        "left_seq": entry.left_seq,
+        "payload": entry.payload,
+        "source": entry.source,
+        "timestamp": entry.timestamp,
+        "parent_id": entry.parent_id,
+        "is_summary": entry.is_summary,
+        "envelope": envelope(entry),
+    }
+
+
 def write_projection(conn: Connection, conversation_id: str, projection: Projection) -> None:
     """Write exactly the row changes the projector returned, one statement per kind."""
     if projection.new_entries:
         conn.execute(
             _INSERT_ENTRIES,
-            [
-                {
-                    "conversation_id": conversation_id,
-                    "order_key": entry.order_key,
-                    "event_id": entry.id,
-                    "seq": entry.seq,
-                    "kind": entry.kind,
-                    "role": entry.role.value,
-                    "tool_call_id": entry.tool_call_id,
-                    "llm_response_id": entry.llm_response_id,
-                    "thinking": entry.thinking,
-                    "entered_seq": entry.entered_seq,
-                    "left_seq": entry.left_seq,
-                    "summary_payload": entry.summary_payload,
-                }
-                for entry in projection.new_entries
-            ],
+            [entry_params(conversation_id, entry) for entry in projection.new_entries],
         )
     for seq, keys in _by_seq(projection.closed_entries).items():
         for part in chunks(keys):

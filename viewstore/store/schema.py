@@ -123,7 +123,17 @@ view_entries = Table(
     Column("thinking", Boolean, nullable=False),
     Column("entered_seq", BigInteger, nullable=False),
     Column("left_seq", BigInteger, nullable=True),
-    Column("summary_payload", Text, nullable=True),  # synthesized summary events only
+    # Copies of the event (for a summary: of the event its condensation synthesized), so that
+    # reading a view is one range scan of this table; verify checks them against the log.
+    Column("payload", Text, nullable=False),
+    Column("source", String(255), nullable=True),
+    Column("timestamp", String(64), nullable=True),
+    Column("parent_id", ID, nullable=True),
+    Column("is_summary", Boolean, nullable=False),
+    # The event id and the fields a read rebuilds the Event from, packed in one text: each result
+    # column costs a driver call per row, and a view read must stay close to a bare payload scan
+    # (viewstore.store.stored_events).
+    Column("envelope", Text, nullable=False),
     PrimaryKeyConstraint("conversation_id", "order_key"),
     ForeignKeyConstraint(["conversation_id"], ["conversations.id"]),
     Index(
