@@ -175,16 +175,10 @@ class EventStore:
 
     def _write_plan(self, plan: fast_path.Plan) -> bool:
         """Commit the plan; False when it was stale or hit a stored id (nothing written)."""
-        try:
-            with translated():
-                if self.engine.dialect.name == "postgresql":
-                    return fast_path.write_postgres(self.engine, plan)
-                with self._write() as conn:
-                    if not fast_path.write_sqlite(conn, plan):
-                        raise _Stale  # rolls the transaction back
-                return True
-        except _Stale:
-            return False
+        with translated():
+            if self.engine.dialect.name == "postgresql":
+                return fast_path.write_postgres(self.engine, plan)
+            return fast_path.write_sqlite(self.engine, plan)
 
     def _append(
         self, conn: Connection, key: str, batch: list[Event], expected: int | None
@@ -366,10 +360,6 @@ class EventStore:
         self._tails.clear()  # a rebuild rewrites the carried state from the log
         with self._write() as conn:
             return audit.rebuild(conn, keys)
-
-
-class _Stale(Exception):
-    """The fast path's guard matched no row: roll its transaction back."""
 
 
 def _stored(key: str, version: int, view: View, as_of: int | None) -> StoredView:

@@ -290,11 +290,24 @@ def _datetime_processor(dialect: Dialect) -> Any:
     return conversations.c.updated_at.type.dialect_impl(dialect).bind_processor(dialect)
 
 
-def write_sqlite(conn: Connection, p: Plan) -> bool:
-    """Run the plan's writes on the driver's connection, inside the caller's transaction;
-    False (the caller rolls back) when the guard found the tail stale or an id was stored."""
-    with driver_errors(conn):
-        return _write_sqlite(conn, p)
+def write_sqlite(engine: Engine, p: Plan) -> bool:
+    """Run the plan's writes in one ``BEGIN IMMEDIATE`` transaction on the driver's connection;
+    False (rolled back, nothing written) when the guard found the tail stale or an id was
+    already stored. The transaction is the driver's own: SQLAlchemy's begin and commit around
+    it cost as much as the writes."""
+    with engine.connect() as conn, driver_errors(conn):
+        driver = conn.connection.dbapi_connection
+        assert driver is not None
+        driver.execute("BEGIN IMMEDIATE")
+        committed = False
+        try:
+            if _write_sqlite(conn, p):
+                driver.execute("COMMIT")
+                committed = True
+        finally:
+            if not committed:
+                driver.execute("ROLLBACK")
+        return committed
 
 
 def _write_sqlite(conn: Connection, p: Plan) -> bool:
