@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
+from functools import cache, lru_cache
 from threading import Lock
 from typing import Any
 
@@ -117,12 +117,6 @@ class Plan:
     tail: Tail
     now: datetime
 
-    @property
-    def state_params(self) -> dict[str, Any]:
-        values = rows.state_values(self.tail.state, self.tail.last_hash)
-        values["updated_at"] = self.now
-        return values
-
 
 def plan(key: str, tail: Tail, fresh: Sequence[Event], now: datetime) -> Plan:
     """The writes of appending ``fresh`` (no condensation among them) after ``tail``."""
@@ -160,7 +154,7 @@ def _pg_type(dialect: Dialect, table: Table, column: str) -> str:
     return compiled.split(" COLLATE ")[0]
 
 
-@cache
+@lru_cache(maxsize=1024)  # per dialect (engine), table and row count: few in practice
 def _pg_insert(
     dialect: Dialect, name: str, table: Table, columns: tuple[str, ...], count: int
 ) -> str:
@@ -180,12 +174,24 @@ def _pg_insert(
 
 
 @cache
-def _pg_guard(columns: tuple[str, ...]) -> str:
-    sets = ", ".join(f"{c} = %(new_{c})s" for c in columns)
+def _guard(columns: tuple[str, ...], placeholder: str) -> str:
+    """The compare-and-set on the conversation row; ``placeholder`` spells a parameter in the
+    driver's style (``%({})s`` or ``:{}``)."""
+    sets = ", ".join(f"{c} = {placeholder.format('new_' + c)}" for c in columns)
+    key, version, last_hash = (placeholder.format(n) for n in ("key", "old_version", "old_hash"))
     return (
-        f"guard AS (UPDATE conversations SET {sets} WHERE id = %(key)s "
-        "AND version = %(old_version)s AND last_hash = %(old_hash)s RETURNING id)"
+        f"UPDATE conversations SET {sets} WHERE id = {key} "
+        f"AND version = {version} AND last_hash = {last_hash}"
     )
+
+
+def _guard_params(p: Plan, updated_at: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The guard's columns, and its parameters: the new state, and the tail it expects."""
+    state = rows.state_values(p.tail.state, p.tail.last_hash)
+    state["updated_at"] = updated_at
+    params: dict[str, Any] = {f"new_{c}": v for c, v in state.items()}
+    params.update(key=p.key, old_version=p.previous.state.version, old_hash=p.previous.last_hash)
+    return tuple(state), params
 
 
 # Closing is spelled as equalities on both index columns, one UPDATE per closed position (a
@@ -213,10 +219,8 @@ def _pg_values(
 
 def postgres_statement(dialect: Dialect, p: Plan) -> tuple[str, dict[str, Any]]:
     """The plan as one statement and its parameters."""
-    state = p.state_params
-    params: dict[str, Any] = {f"new_{c}": v for c, v in state.items()}
-    params.update(key=p.key, old_version=p.previous.state.version, old_hash=p.previous.last_hash)
-    parts = [_pg_guard(tuple(state))]
+    columns, params = _guard_params(p, p.now)
+    parts = [f"guard AS ({_guard(columns, '%({})s')} RETURNING id)"]
     for name, table, table_rows in (
         ("ins_events", events, p.log),
         ("ins_entries", view_entries, _entry_rows(p)),
@@ -269,22 +273,13 @@ def _sqlite_insert(table: Table, columns: tuple[str, ...]) -> str:
     return f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({values})"
 
 
-@cache
-def _sqlite_guard(columns: tuple[str, ...]) -> str:
-    sets = ", ".join(f"{c} = :new_{c}" for c in columns)
-    return (
-        f"UPDATE conversations SET {sets} WHERE id = :key "
-        "AND version = :old_version AND last_hash = :old_hash"
-    )
-
-
 _SQLITE_CLOSE_INDEX = (
     "UPDATE manipulation_indices SET to_seq = :to_seq WHERE conversation_id = :conversation_id "
     "AND position = :position AND to_seq IS NULL"
 )
 
 
-@cache
+@lru_cache(maxsize=64)
 def _datetime_processor(dialect: Dialect) -> Any:
     """SQLAlchemy's own text form of a timestamp on this dialect, so rows read back alike."""
     return conversations.c.updated_at.type.dialect_impl(dialect).bind_processor(dialect)
@@ -314,15 +309,8 @@ def _write_sqlite(conn: Connection, p: Plan) -> bool:
     now = _datetime_processor(conn.dialect)(p.now)
     driver = conn.connection.dbapi_connection
     assert driver is not None
-    state = p.state_params
-    params: dict[str, Any] = {f"new_{c}": v for c, v in state.items()}
-    params.update(
-        new_updated_at=now,
-        key=p.key,
-        old_version=p.previous.state.version,
-        old_hash=p.previous.last_hash,
-    )
-    if driver.execute(_sqlite_guard(tuple(state)), params).rowcount != 1:
+    columns, params = _guard_params(p, now)
+    if driver.execute(_guard(columns, ":{}"), params).rowcount != 1:
         return False
     log = [{**row, "recorded_at": now} for row in p.log]
     try:
