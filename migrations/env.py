@@ -11,7 +11,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from viewstore.store.engine import create_engine_for, default_url
-from viewstore.store.schema import metadata
+from viewstore.store.schema import compared_on, metadata
 
 
 def _run(connection: Connection) -> None:
@@ -20,6 +20,7 @@ def _run(connection: Connection) -> None:
         target_metadata=metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_object=compared_on(connection.dialect.name),
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -86,7 +86,7 @@ def test_upgrade_from_0002_fills_every_copy_as_the_store_writes_it(
             assert sorted(summaries) == ["c1-summary", "c2-summary"]
         assert analyst_rows(store, keys) == analysts  # 0002's views, joined to the log
 
-        upgrade(store, "0003")
+        upgrade(store)  # to head: 0003, then 0004 (the log's indexes)
         assert drift(store) == []
         assert view_entries(store) == written
         assert analyst_rows(store, keys) == analysts

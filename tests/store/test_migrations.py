@@ -17,7 +17,7 @@ from sqlalchemy import exc, inspect, text
 
 from viewstore import EventStore
 from viewstore.store.event_store import alembic_config
-from viewstore.store.schema import metadata
+from viewstore.store.schema import compared_on, metadata
 
 from ._helpers import S, U
 
@@ -27,7 +27,8 @@ TABLES = set(metadata.tables)
 
 def drift(store: EventStore) -> list[object]:
     with store.engine.connect() as conn:
-        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        opts = {"compare_type": True, "include_object": compared_on(conn.dialect.name)}
+        context = MigrationContext.configure(conn, opts=opts)
         diffs: list[object] = compare_metadata(context, metadata)
         return diffs
 

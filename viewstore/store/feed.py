@@ -88,16 +88,23 @@ def read_feed(conn: Connection, after: str | None, limit: int) -> list[FeedEntry
         events.c.event_id,
         events.c.kind,
     )
-    if after is not None:
-        query = query.where(
-            tuple_(events.c.txid, events.c.position) > tuple_(*decode_cursor(after))
-        )
     if conn.dialect.name == "postgresql":
+        if after is not None:
+            query = query.where(
+                tuple_(events.c.txid, events.c.position) > tuple_(*decode_cursor(after))
+            )
         horizon = literal_column(
             "pg_snapshot_xmin(pg_current_snapshot())::text::bigint", type_=BigInteger
         )
         query = query.where(events.c.txid < horizon)
-    query = query.order_by(events.c.txid, events.c.position).limit(limit)
+        query = query.order_by(events.c.txid, events.c.position)
+    else:
+        # SQLite: txid is always 0 and commit order is position order; the unique position
+        # index serves this order (there is no (txid, position) index on SQLite).
+        if after is not None:
+            query = query.where(events.c.position > decode_cursor(after)[1])
+        query = query.order_by(events.c.position)
+    query = query.limit(limit)
     return [
         FeedEntry(
             cursor=encode_cursor(row.txid, row.position),
