@@ -215,7 +215,7 @@ class EventStore:
         assert row is not None and tail is not None  # created above unless expected > 0
         state = tail.state
         numbered = list(enumerate(fresh, start=version + 1))
-        log, last_hash = fast_path.log_rows(key, numbered, row.last_hash, now)
+        log, last_hash = rows.log_rows(key, numbered, row.last_hash, now)
         rows.insert_events(conn, log)
         _at("after_events")
         projection = self._project(conn, key, state, numbered)

@@ -29,7 +29,6 @@ from typing import Any
 
 from sqlalchemy import Connection, Dialect, Engine, Table
 
-from viewstore.chain import chain_hash
 from viewstore.events import Event
 from viewstore.projector import Projection, ProjectionState, project
 from viewstore.store import rows
@@ -82,30 +81,6 @@ class Tails:
             self._tails.clear()
 
 
-def log_rows(
-    key: str, numbered: Sequence[tuple[int, Event]], last_hash: str, now: datetime
-) -> tuple[list[dict[str, Any]], str]:
-    """The ``events`` rows of a batch with their chained hashes, and the new last hash."""
-    out = []
-    for seq, event in numbered:
-        last_hash = chain_hash(last_hash, seq, event.id, event.payload_json)
-        out.append(
-            {
-                "conversation_id": key,
-                "seq": seq,
-                "event_id": event.id,
-                "kind": event.kind,
-                "source": event.source,
-                "timestamp": event.timestamp,
-                "parent_id": event.parent_id,
-                "payload": event.payload_json,
-                "hash": last_hash,
-                "recorded_at": now,
-            }
-        )
-    return out, last_hash
-
-
 @dataclass(frozen=True)
 class Plan:
     """Every write of one fast append, computed before the database is touched."""
@@ -121,7 +96,7 @@ class Plan:
 def plan(key: str, tail: Tail, fresh: Sequence[Event], now: datetime) -> Plan:
     """The writes of appending ``fresh`` (no condensation among them) after ``tail``."""
     numbered = list(enumerate(fresh, start=tail.state.version + 1))
-    log, last_hash = log_rows(key, numbered, tail.last_hash, now)
+    log, last_hash = rows.log_rows(key, numbered, tail.last_hash, now)
     projection = project(tail.state, numbered)
     return Plan(key, tail, log, projection, Tail(projection.state, last_hash), now)
 

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Row, and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+from viewstore.chain import chain_hash
 from viewstore.events import Event, Role
 from viewstore.projector import Projection, ProjectionState, ViewEntry
 from viewstore.store.schema import (
@@ -182,6 +183,30 @@ def payloads_at(conn: Connection, conversation_id: str, first: int, last: int) -
         .order_by(events.c.seq)
     )
     return [row.payload for row in rows]
+
+
+def log_rows(
+    key: str, numbered: Sequence[tuple[int, Event]], last_hash: str, now: datetime
+) -> tuple[list[dict[str, Any]], str]:
+    """The ``events`` rows of a batch with their chained hashes, and the new last hash."""
+    out = []
+    for seq, event in numbered:
+        last_hash = chain_hash(last_hash, seq, event.id, event.payload_json)
+        out.append(
+            {
+                "conversation_id": key,
+                "seq": seq,
+                "event_id": event.id,
+                "kind": event.kind,
+                "source": event.source,
+                "timestamp": event.timestamp,
+                "parent_id": event.parent_id,
+                "payload": event.payload_json,
+                "hash": last_hash,
+                "recorded_at": now,
+            }
+        )
+    return out, last_hash
 
 
 def insert_events(conn: Connection, rows: list[dict[str, Any]]) -> None:
