@@ -56,7 +56,7 @@ def _plan(store: EventStore, sql: str, params: dict[str, Any]) -> str:
             return "\n".join(str(row[-1]) for row in rows)
         driver = conn.connection.driver_connection
         assert driver is not None
-        pg_sql = sql.replace(":c", "%(c)s").replace(":s", "%(s)s")
+        pg_sql = reads._driver_sql(sql, "pyformat")  # the store's own :name -> %(name)s
         (row,) = driver.execute("EXPLAIN (FORMAT JSON) " + pg_sql, params).fetchall()
         return json.dumps(row[0])
 
