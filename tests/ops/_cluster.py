@@ -42,8 +42,8 @@ def free_port() -> int:
 
 
 class Cluster:
-    """``start()`` creates and starts it; ``restart(mode)``; ``destroy()`` stops it and removes
-    every file."""
+    """``create()`` then ``start()``; ``restart(mode)``, ``stop(mode)``; ``destroy()`` stops it
+    and removes every file."""
 
     def __init__(self, bin_dir: Path) -> None:
         self.bin = bin_dir
@@ -69,7 +69,7 @@ class Cluster:
         if done.returncode != 0:
             raise RuntimeError(f"{tool} {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
 
-    def start(self) -> None:
+    def create(self) -> None:
         password_file = self.root / "password"
         password_file.write_text(self.password + "\n", encoding="utf-8")
         if self._as_root:
@@ -79,6 +79,8 @@ class Cluster:
             "--auth-host=scram-sha-256", f"--pwfile={password_file}", "--no-sync",
         )  # fmt: skip
         password_file.unlink()
+
+    def start(self) -> None:
         # fsync off: the restarts here stop the server, never the machine, and the shared
         # machine's disk is spared.
         options = (
@@ -87,6 +89,9 @@ class Cluster:
         )
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-o", options,
                   "-w", "start")  # fmt: skip
+
+    def stop(self, mode: str, *, wait: bool = True) -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w" if wait else "-W", "stop")
 
     def restart(self, mode: str) -> None:
         """``pg_ctl restart -m fast`` (sessions are told to end) or ``-m immediate`` (the
@@ -97,5 +102,5 @@ class Cluster:
     def destroy(self) -> None:
         with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
             if (self.data / "postmaster.pid").exists():
-                self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+                self.stop("immediate")
         shutil.rmtree(self.root, ignore_errors=True)

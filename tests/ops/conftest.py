@@ -55,6 +55,7 @@ def own_cluster() -> Iterator[Cluster]:
         pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found for an own cluster")
     cluster = Cluster(bin_dir)
     try:
+        cluster.create()
         cluster.start()
         yield cluster
     finally:

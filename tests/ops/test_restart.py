@@ -8,16 +8,24 @@ pool: the first operation afterwards may fail (``TransientStorageError``), none 
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
 
-from viewstore import EventStore, StoredView, TransientStorageError, append_with_retry
+from viewstore import (
+    EventStore,
+    ServerUnreachableError,
+    StoredView,
+    TransientStorageError,
+    append_with_retry,
+)
 from viewstore.store.engine import create_engine_for
 
 from ._cluster import Cluster
@@ -105,32 +113,45 @@ def test_append_with_retry_goes_through_a_restart(
     assert [e.event_id for e in pooled.events("a")] == ["a1", "after"]
 
 
+@pytest.mark.parametrize("mode", MODES)
 def test_append_with_retry_while_the_server_restarts(
-    pooled: EventStore, own_cluster: Cluster
+    pooled: EventStore, own_cluster: Cluster, mode: str
 ) -> None:
     """Appends keep going while the server goes down and comes back: the ones acknowledged
     are all stored, once each, in order."""
     restarted = threading.Event()
 
     def restart() -> None:
-        own_cluster.restart("immediate")
+        own_cluster.restart(mode)
         restarted.set()
 
     restarter = threading.Thread(target=restart)
     acknowledged: list[str] = []
+    transient: list[str] = []
     restarter.start()
     try:
         step = 0
         while not restarted.is_set() or step < 200:
             eid = f"s{step}"
-            append_with_retry(pooled, "a", lambda view, eid=eid: [message(eid)], attempts=60)
+            append_with_retry(
+                pooled,
+                "a",
+                lambda view, eid=eid: [message(eid)],
+                attempts=60,
+                on_transient=lambda error, attempt: transient.append(type(error).__name__),
+            )
             acknowledged.append(eid)
             step += 1
     finally:
         restarter.join()
     stored = [e.event_id for e in pooled.events("a")]
     assert stored == ["a1", *acknowledged]
+    assert transient  # the restart was felt, and retried
     assert pooled.verify().ok
+    print(
+        f"\n[ops] {mode} restart under appends: {len(acknowledged)} acknowledged, all stored "
+        f"once; {len(transient)} transient failures retried ({', '.join(sorted(set(transient)))})"
+    )
 
 
 @pytest.mark.parametrize(
@@ -170,3 +191,29 @@ def test_a_lost_commit_reply_is_retried_without_storing_twice(
             assert store.verify().ok
     finally:
         proxy.close()
+
+
+def test_a_server_shutting_down_is_transient(own_cluster: Cluster, own_cluster_url: str) -> None:
+    """A smart shutdown waits for the open sessions and refuses new ones meanwhile ("the
+    database system is shutting down", SQLSTATE 57P03): worth a retry, not a permanent error."""
+    with EventStore(own_cluster_url) as setup:
+        setup.create_schema()
+    holder = create_engine(own_cluster_url, poolclass=NullPool).connect()
+    holder.execute(text("SELECT 1"))
+    own_cluster.stop("smart", wait=False)
+    refused: TransientStorageError | None = None
+    try:
+        deadline = time.monotonic() + 10
+        while refused is None and time.monotonic() < deadline:
+            with EventStore(own_cluster_url) as store:
+                try:
+                    store.conversations()  # until the server has taken the signal
+                except TransientStorageError as error:
+                    refused = error
+    finally:
+        holder.close()  # the last session: the server stops now
+        own_cluster.stop("fast")
+        own_cluster.start()
+    assert refused is not None
+    assert "is shutting down" in str(refused)
+    assert not isinstance(refused, ServerUnreachableError)

@@ -65,6 +65,10 @@ _NOT_NOW = (
     "the database system is in recovery mode",
     "the database system is not yet accepting connections",
     "the database system is not accepting connections",
+    # The server went away in the middle of the handshake (it was stopping).
+    "server closed the connection unexpectedly",
+    "terminating connection due to administrator command",
+    "connection reset by peer",
 )
 
 
