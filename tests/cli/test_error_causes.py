@@ -12,11 +12,11 @@ import socket
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from viewstore import EventStore
 
+from ..store._helpers import set_schema_revision
 from ._helpers import failed_with_one_line, run_viewstore
 
 COMMANDS = [("init",), ("stats",), ("view", "c")]
@@ -66,10 +66,7 @@ def test_a_sqlite_file_in_a_missing_folder(tmp_path: Path) -> None:
 def _at_revision(url: str, revision: str) -> None:
     with EventStore(url) as store:
         store.create_schema()
-    engine = create_engine(url)
-    with engine.begin() as conn:
-        conn.execute(text("UPDATE alembic_version SET version_num = :r"), {"r": revision})
-    engine.dispose()
+    set_schema_revision(url, revision)
 
 
 def test_a_foreign_revision(db_url: str) -> None:

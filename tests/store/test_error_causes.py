@@ -12,7 +12,7 @@ import socket
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 
 from viewstore import (
@@ -25,7 +25,7 @@ from viewstore import (
     UnsupportedDatabaseError,
 )
 
-from ._helpers import S, U
+from ._helpers import S, U, set_schema_revision
 
 
 def _unused_port() -> int:
@@ -125,15 +125,6 @@ def test_a_bad_sqlite_timeout_is_an_invalid_argument(tmp_path: Any) -> None:
 # -- schema revisions ------------------------------------------------------------------------
 
 
-def _set_revision(url: str, *revisions: str) -> None:
-    engine = create_engine(url)
-    with engine.begin() as conn:
-        conn.execute(text("DELETE FROM alembic_version"))
-        for revision in revisions:
-            conn.execute(text("INSERT INTO alembic_version VALUES (:r)"), {"r": revision})
-    engine.dispose()
-
-
 def _migrated(url: str) -> EventStore:
     store = EventStore(url)
     store.create_schema()
@@ -143,7 +134,7 @@ def _migrated(url: str) -> EventStore:
 
 def test_a_foreign_revision_is_named_and_nothing_is_migrated(db_url: str) -> None:
     with _migrated(db_url) as store:
-        _set_revision(db_url, "3fa2c1d9e8b7")
+        set_schema_revision(db_url, "3fa2c1d9e8b7")
         with pytest.raises(SchemaMismatchError, match="'3fa2c1d9e8b7', which is not a viewstore"):
             store.create_schema()
         assert store.schema_revision() == "3fa2c1d9e8b7"  # untouched
@@ -151,7 +142,7 @@ def test_a_foreign_revision_is_named_and_nothing_is_migrated(db_url: str) -> Non
 
 def test_a_schema_newer_than_the_code_says_so(db_url: str) -> None:
     with _migrated(db_url) as store:
-        _set_revision(db_url, "9999")
+        set_schema_revision(db_url, "9999")
         with pytest.raises(SchemaMismatchError, match="revision 9999, newer than this viewstore"):
             store.create_schema()
         assert store.schema_revision() == "9999"
@@ -159,7 +150,7 @@ def test_a_schema_newer_than_the_code_says_so(db_url: str) -> None:
 
 def test_a_version_table_with_two_heads_is_not_viewstores(db_url: str) -> None:
     with _migrated(db_url) as store:
-        _set_revision(db_url, "aaaa1111", "bbbb2222")
+        set_schema_revision(db_url, "aaaa1111", "bbbb2222")
         with pytest.raises(SchemaMismatchError, match="not viewstore's"):
             store.schema_revision()
         with pytest.raises(SchemaMismatchError):
