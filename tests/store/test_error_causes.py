@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import secrets
 import socket
+import sys
 from typing import Any
 
 import pytest
@@ -105,6 +106,13 @@ def test_a_database_viewstore_does_not_run_on_is_refused_up_front(url: str) -> N
     with pytest.raises(UnsupportedDatabaseError, match="viewstore does not run on") as raised:
         EventStore(url)
     assert isinstance(raised.value, ValueError)
+
+
+def test_a_driver_that_is_not_installed_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # what Python does for a missing module
+    missing = re.escape("the driver for 'postgresql+psycopg' URLs is not installed")
+    with pytest.raises(UnsupportedDatabaseError, match=missing):
+        EventStore("postgresql://postgres@127.0.0.1/test")
 
 
 def test_an_engine_viewstore_does_not_run_on_is_refused(tmp_path: Any) -> None:
