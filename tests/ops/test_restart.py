@@ -63,7 +63,7 @@ def pooled(own_cluster_url: str) -> Iterator[EventStore]:
             conn.execute(text("SELECT 1"))
         for conn in held:
             conn.close()
-        assert store.engine.pool.checkedin() == POOL  # type: ignore[attr-defined]
+        assert store.engine.pool.checkedin() == POOL
         yield store
 
 
