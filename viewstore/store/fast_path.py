@@ -124,9 +124,13 @@ def _closed_index_rows(p: Plan) -> list[dict[str, Any]]:
 
 
 def _pg_type(dialect: Dialect, table: Table, column: str) -> str:
-    # A collation (the order key's "C") belongs to the column, not to a cast.
+    # A collation (the order key's "C") belongs to the column, not to a cast. A length goes too:
+    # an explicit cast to VARCHAR(n) silently cuts a longer value, while the assignment to the
+    # column refuses it ("value too long"), as the ordinary path's INSERT does. The inputs are
+    # checked against every limit before (viewstore.store.inputs); this keeps the database from
+    # ever truncating should a value get past them.
     compiled = table.c[column].type.compile(dialect=dialect)
-    return compiled.split(" COLLATE ")[0]
+    return compiled.split(" COLLATE ")[0].split("(")[0]
 
 
 @lru_cache(maxsize=1024)  # per dialect (engine), table and row count: few in practice

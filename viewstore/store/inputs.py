@@ -6,8 +6,11 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from sqlalchemy import String
+
 from viewstore.errors import InvalidArgumentError, InvalidEventError
-from viewstore.events import Event, parse_event
+from viewstore.events import Event, Role, parse_event
+from viewstore.store.schema import condensation_forgotten, events, view_entries
 
 EventInput = Event | dict[str, Any] | str | bytes
 DEFAULT_MAX_EVENT_BYTES = 64 * 1024 * 1024
@@ -38,6 +41,65 @@ def _reject_nul_in_columns(event: Event, index: int) -> None:
             field="forgotten_event_ids",
             index=index,
         )
+
+
+def _limit(column: Any) -> int:
+    column_type = column.type
+    assert isinstance(column_type, String) and column_type.length is not None
+    return column_type.length
+
+
+# Every event field stored in a bounded (VARCHAR(n)) column, with its column's limit. A limit is
+# checked here, before any write, rather than left to the database: SQLite stores any length,
+# PostgreSQL refuses an over-long value on the ordinary path but an explicit cast (as the fast
+# path's single statement needs) silently truncates it. Checked here, both paths and both
+# backends accept exactly the same events, and storage never sees a value it could cut.
+#
+# Why limits rather than unbounded columns (a migration to TEXT): the limits are far above
+# anything OpenHands writes (ISO timestamps, class names, short source tags, ids), PostgreSQL's
+# ordinary path already refused every value they refuse, so no event a PostgreSQL store ever
+# accepted is newly refused; and widening the columns would copy every table of a SQLite
+# database (batch migration) for no event anyone produces. Stored events are never re-checked
+# (rebuild and reads parse the log without these limits).
+_BOUNDED_FIELDS = (
+    ("kind", _limit(events.c.kind)),
+    ("kind", _limit(view_entries.c.kind)),
+    ("source", _limit(events.c.source)),
+    ("source", _limit(view_entries.c.source)),
+    ("timestamp", _limit(events.c.timestamp)),
+    ("timestamp", _limit(view_entries.c.timestamp)),
+    ("parent_id", _limit(events.c.parent_id)),
+    ("parent_id", _limit(view_entries.c.parent_id)),
+    ("id", _limit(events.c.event_id)),
+)
+_FORGOTTEN_ID_LIMIT = _limit(condensation_forgotten.c.event_id)
+_VIEW_ID_LIMIT = _limit(view_entries.c.event_id)
+
+
+def _check_lengths(event: Event, index: int) -> None:
+    def refuse(field: str, length: int, limit: int, what: str = "") -> InvalidEventError:
+        # An over-long kind is named by its start only: the message must stay one line.
+        kind = event.kind if len(event.kind) <= 80 else event.kind[:40] + "..."
+        return InvalidEventError(
+            f"{what}is {length} characters long, the limit is {limit}",
+            kind=kind,
+            event_id=event.id,
+            field=field,
+            index=index,
+        )
+
+    for name, limit in _BOUNDED_FIELDS:
+        value = getattr(event, name)
+        if value is not None and len(value) > limit:
+            raise refuse(name, len(value), limit)
+    longest = max(event.forgotten_event_ids, key=len, default="")
+    if len(longest) > _FORGOTTEN_ID_LIMIT:
+        raise refuse("forgotten_event_ids", len(longest), _FORGOTTEN_ID_LIMIT, "holds an id that ")
+    # A condensation's summary enters the view rows under the id "<id>-summary".
+    if event.role is Role.CONDENSATION and event.inserts_summary:
+        length = len(event.summary_id)
+        if length > _VIEW_ID_LIMIT:
+            raise refuse("id", length, _VIEW_ID_LIMIT, "names a summary whose id ")
 
 
 def conversation_key(conversation_id: str | uuid.UUID) -> str:
@@ -75,6 +137,7 @@ def parse_batch(events: EventInput | Iterable[EventInput], max_bytes: int) -> li
         except InvalidEventError as error:
             raise error.at_index(index) from error
         _reject_nul_in_columns(event, index)
+        _check_lengths(event, index)
         if event.id in seen:
             raise InvalidEventError(
                 f"appears twice in one batch (first at #{seen[event.id]})",
