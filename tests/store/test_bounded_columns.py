@@ -127,12 +127,18 @@ def test_a_field_at_its_limit_is_stored_whole_on_both_paths(
     assert spy.committed == 1
     column = {"kind": "kind", "parent_id": "parent_id"}.get(field, field)
     with store.engine.connect() as conn:
-        stored = conn.execute(
-            text(f"SELECT {column} FROM events WHERE event_id LIKE 'full%' ORDER BY seq")
-        ).scalars().all()
-        copies = conn.execute(
-            text(f"SELECT {column} FROM view_entries WHERE event_id LIKE 'full%'")
-        ).scalars().all()
+        stored = (
+            conn.execute(
+                text(f"SELECT {column} FROM events WHERE event_id LIKE 'full%' ORDER BY seq")
+            )
+            .scalars()
+            .all()
+        )
+        copies = (
+            conn.execute(text(f"SELECT {column} FROM view_entries WHERE event_id LIKE 'full%'"))
+            .scalars()
+            .all()
+        )
     assert [len(v) for v in stored] == [limit, limit]
     if field != "kind":  # an unknown kind never enters the view
         assert [len(v) for v in copies] == [limit, limit]
