@@ -76,26 +76,25 @@ class EventStore:
 
         A revision this code does not know (a newer viewstore's, another application's) raises
         ``SchemaMismatchError`` and nothing is migrated.
+
+        Processes that run it at once on one database take turns: the migration, and the
+        check of the revision it starts from, run under a lock (see ``revisions.migration_lock``),
+        so one migrates and the others then find the schema at head.
         """
         from alembic import command  # noqa: PLC0415 - see alembic_config
 
         config = alembic_config()
-        revisions.check_known(self.schema_revision(), config)
-        with translated(), self.engine.connect() as conn:
+        with translated(), self.engine.execution_options(**WRITE).connect() as conn:
+            revisions.migration_lock(conn)
+            revisions.check_known(_current_revision(conn), config)
             config.attributes["connection"] = conn
             command.upgrade(config, "head")
             conn.commit()
 
     def schema_revision(self) -> str | None:
         """The Alembic revision the database is at (``None``: no viewstore schema yet)."""
-        from alembic.runtime.migration import MigrationContext  # noqa: PLC0415 - as above
-        from alembic.util import CommandError  # noqa: PLC0415 - as above
-
         with translated(), self.engine.connect() as conn:
-            try:
-                return MigrationContext.configure(conn).get_current_revision()
-            except CommandError as error:
-                raise revisions.unreadable(error) from error
+            return _current_revision(conn)
 
     def close(self) -> None:
         if self._owns_engine:
@@ -370,6 +369,16 @@ class EventStore:
         self._tails.clear()  # a rebuild rewrites the carried state from the log
         with self._write() as conn:
             return audit.rebuild(conn, keys)
+
+
+def _current_revision(conn: Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext  # noqa: PLC0415 - see alembic_config
+    from alembic.util import CommandError  # noqa: PLC0415 - as above
+
+    try:
+        return MigrationContext.configure(conn).get_current_revision()
+    except CommandError as error:
+        raise revisions.unreadable(error) from error
 
 
 def _stored(key: str, version: int, view: View, as_of: int | None) -> StoredView:
