@@ -21,6 +21,7 @@ from __future__ import annotations
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache, lru_cache
@@ -273,15 +274,25 @@ def write_sqlite(engine: Engine, p: Plan) -> bool:
         driver = conn.connection.dbapi_connection
         assert driver is not None
         driver.execute("BEGIN IMMEDIATE")
-        committed = False
         try:
             if _write_sqlite(conn, p):
                 driver.execute("COMMIT")
-                committed = True
-        finally:
-            if not committed:
-                driver.execute("ROLLBACK")
-        return committed
+                return True
+        except BaseException:
+            # The error in flight says why (a full disk, say); a failed rollback must not take
+            # its place, and the pool's reset on check-in rolls back whatever is left.
+            with suppress(sqlite3.Error):
+                _rollback(driver)
+            raise
+        _rollback(driver)
+        return False
+
+
+def _rollback(driver: Any) -> None:
+    # SQLite rolls the whole transaction back by itself on some errors (SQLITE_FULL, an I/O
+    # error, SQLITE_NOMEM...): a ROLLBACK then fails with "no transaction is active".
+    if driver.in_transaction:
+        driver.execute("ROLLBACK")
 
 
 def _write_sqlite(conn: Connection, p: Plan) -> bool:
