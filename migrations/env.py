@@ -10,7 +10,8 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from viewstore.store.engine import create_engine_for, default_url
+from viewstore.store.engine import WRITE, create_engine_for, default_url
+from viewstore.store.revisions import migration_lock
 from viewstore.store.schema import compared_on, metadata
 
 
@@ -33,8 +34,12 @@ def run_migrations_online() -> None:
         return
     engine = create_engine_for(default_url())
     try:
-        with engine.connect() as conn:
+        # The same lock create_schema() takes, so the command line and stores starting up
+        # never migrate one database at the same time.
+        with engine.execution_options(**WRITE).connect() as conn:
+            migration_lock(conn)
             _run(conn)
+            conn.commit()
     finally:
         engine.dispose()
 
