@@ -49,7 +49,10 @@ class InvalidEventError(ViewstoreError, ValueError):
         if self.field is not None:
             where.append(f"field {self.field!r}")
         prefix = ", ".join(where)
-        return f"{prefix}: {self.reason}" if prefix else self.reason
+        text = f"{prefix}: {self.reason}" if prefix else self.reason
+        # A kind may hold a lone surrogate (the very error reported): escape it, so that the
+        # message itself can be printed and encoded.
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
     def at_index(self, index: int) -> InvalidEventError:
         """The same error, placed at position ``index`` of a batch."""
