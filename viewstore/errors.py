@@ -106,6 +106,16 @@ class DuplicateEventError(ViewstoreError, ValueError):
         super().__init__(f"event {event_id!r} in conversation {conversation_id!r}: {reason}")
 
 
+class ImportFileError(ViewstoreError, ValueError):
+    """A file or folder of an OpenHands conversation folder cannot be read, or written by an
+    export (a corrupt event file, a path that leads outside the folder named...); names it."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
 class StorageError(ViewstoreError):
     """The database failed in a way that is not the caller's fault (translated driver error)."""
 
