@@ -318,22 +318,26 @@ def test_the_views_show_each_payload_with_nul_as_u_fffd(nul_store: EventStore) -
 
 
 def test_the_views_before_0007_failed_on_nul_and_0007_fixes_them(nul_store: EventStore) -> None:
-    """Downgraded to 0004, PostgreSQL cannot read a field of any payload once one holds NUL
+    """Downgraded to the revision before 0007, PostgreSQL cannot read a field of any payload once one holds NUL
     and SQLite cuts the text at it; upgraded again, both read it."""
     from alembic import command  # noqa: PLC0415
 
     from viewstore.store.event_store import alembic_config  # noqa: PLC0415
 
+    from alembic.script import ScriptDirectory  # noqa: PLC0415
+
     query = text(RECIPES["error_messages"])
+    before = ScriptDirectory.from_config(alembic_config()).get_revision("0007").down_revision
+    assert isinstance(before, str)
 
     def migrate(to: str) -> None:
         with nul_store.engine.connect() as conn:
             config = alembic_config()
             config.attributes["connection"] = conn
-            (command.downgrade if to == "0004" else command.upgrade)(config, to)
+            (command.upgrade if to == "head" else command.downgrade)(config, to)
             conn.commit()
 
-    migrate("0004")
+    migrate(before)
     with nul_store.engine.connect() as conn:
         if nul_store.engine.dialect.name == "postgresql":
             with pytest.raises(Exception, match="cannot be converted to text"):
