@@ -318,13 +318,12 @@ def test_the_views_show_each_payload_with_nul_as_u_fffd(nul_store: EventStore) -
 
 
 def test_the_views_before_0007_failed_on_nul_and_0007_fixes_them(nul_store: EventStore) -> None:
-    """Downgraded to the revision before 0007, PostgreSQL cannot read a field of any payload once one holds NUL
-    and SQLite cuts the text at it; upgraded again, both read it."""
+    """Downgraded to the revision before 0007, PostgreSQL cannot read a field of any payload
+    once one holds NUL and SQLite cuts the text at it; upgraded again, both read it."""
     from alembic import command  # noqa: PLC0415
+    from alembic.script import ScriptDirectory  # noqa: PLC0415
 
     from viewstore.store.event_store import alembic_config  # noqa: PLC0415
-
-    from alembic.script import ScriptDirectory  # noqa: PLC0415
 
     query = text(RECIPES["error_messages"])
     before = ScriptDirectory.from_config(alembic_config()).get_revision("0007").down_revision
