@@ -59,8 +59,14 @@ class Context:
 
 
 def fail(message: str) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
+    click.echo(f"error: {printable(message)}", err=True)
     sys.exit(EXIT_USAGE)
+
+
+def printable(text: str) -> str:
+    """``text`` with lone surrogates escaped (``\\udcff``). A path or argument that was not
+    UTF-8 reaches Python as such surrogates, and writing them to a UTF-8 stream fails."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @contextmanager
@@ -78,6 +84,10 @@ def user_errors() -> Iterator[None]:
         fail(_one_line(str(error)))
     except UserError as error:
         fail(_one_line(str(error)))
+    except click.UsageError as error:
+        # click would print the usage, a hint and the error on three lines; the contract is
+        # one line (the usage is one `--help` away).
+        fail(_one_line(error.format_message()))
 
 
 def _one_line(text: str) -> str:
@@ -128,4 +138,10 @@ def json_option(func: F) -> F:
 
 
 def main() -> None:
+    # Every line printed may quote a path or an argument that was not UTF-8 (the OS allows
+    # any bytes there): print such characters escaped rather than fail on them.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     cli(prog_name="viewstore")

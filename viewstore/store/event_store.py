@@ -30,7 +30,9 @@ from viewstore.store.feed import FeedEntry, check_limit, decode_cursor, read_fee
 from viewstore.store.inputs import (
     DEFAULT_MAX_EVENT_BYTES,
     EventInput,
+    check_integer,
     conversation_key,
+    new_conversation_key,
     parse_batch,
 )
 from viewstore.store.records import AppendResult, StoredEvent, StoredView, VerifyReport
@@ -66,7 +68,7 @@ class EventStore:
         else:
             self.engine = create_engine_for(url_or_engine or default_url())
             self._owns_engine = True
-        self.max_event_bytes = max_event_bytes
+        self.max_event_bytes = check_integer("max_event_bytes", max_event_bytes, minimum=1)
         self._tails = fast_path.Tails()
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -136,16 +138,10 @@ class EventStore:
         makes the append conditional: a mismatch raises ``ConcurrencyError`` before anything
         is written, unless the call is an exact retry of events already stored there.
         """
-        key = conversation_key(conversation_id)
+        key = new_conversation_key(conversation_id)
         batch = parse_batch(events, self.max_event_bytes)
-        if expected_version is not None and (
-            isinstance(expected_version, bool)
-            or not isinstance(expected_version, int)
-            or expected_version < 0
-        ):
-            raise InvalidArgumentError(
-                f"expected_version must be a non-negative integer, got {expected_version!r}"
-            )
+        if expected_version is not None:
+            check_integer("expected_version", expected_version)
         fast = self._fast_append(key, batch, expected_version)
         if fast is not None:
             return fast
@@ -280,6 +276,8 @@ class EventStore:
     def view(self, conversation_id: str | uuid.UUID, *, as_of: int | None = None) -> StoredView:
         """The live view from the view rows: now, or right after event ``as_of``."""
         key = conversation_key(conversation_id)
+        if as_of is not None:
+            check_integer("as_of", as_of)
         with self._read() as conn:
             if as_of is not None:
                 self._check_seq(conn, key, as_of)
@@ -287,7 +285,7 @@ class EventStore:
 
     def _check_seq(self, conn: Connection, key: str, seq: int) -> int:
         version: int = reads.conversation_row(conn, key).version
-        if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= version:
+        if not 0 <= seq <= version:
             raise InvalidArgumentError(
                 f"as_of must be an integer between 0 and {version} for {key!r}, got {seq!r}"
             )
@@ -297,12 +295,9 @@ class EventStore:
         self, conversation_id: str | uuid.UUID, *, after: int = 0, limit: int | None = None
     ) -> list[StoredEvent]:
         key = conversation_key(conversation_id)
-        if limit is not None and (
-            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
-        ):
-            raise InvalidArgumentError(f"limit must be a non-negative integer, got {limit!r}")
-        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
-            raise InvalidArgumentError(f"after must be a non-negative integer, got {after!r}")
+        if limit is not None:
+            check_integer("limit", limit)
+        check_integer("after", after)
         with self._read() as conn:
             return reads.read_events(conn, key, after=after, limit=limit)
 
@@ -317,6 +312,8 @@ class EventStore:
             return reads.conversation_ids(conn)
 
     def _log(self, key: str, as_of: int | None = None) -> tuple[int, list[Event]]:
+        if as_of is not None:
+            check_integer("as_of", as_of)
         with self._read() as conn:
             version = reads.conversation_row(conn, key).version
             if as_of is not None:
