@@ -20,6 +20,7 @@ from viewstore.errors import (
 from viewstore.events import Event, Role, parse_event
 from viewstore.retry import append_with_retry
 from viewstore.store import AppendResult, EventStore, StoredEvent, StoredView, VerifyReport
+from viewstore.store.engine import create_engine_for as create_engine
 from viewstore.store.feed import FeedEntry
 from viewstore.view import ManipulationIndices, View
 
@@ -45,5 +46,6 @@ __all__ = [
     "View",
     "ViewstoreError",
     "append_with_retry",
+    "create_engine",
     "parse_event",
 ]

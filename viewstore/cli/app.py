@@ -35,6 +35,7 @@ class UserError(Exception):
 @dataclass
 class Context:
     url: str
+    schema: str | None = None
     out: Console = field(default_factory=lambda: Console(highlight=False, soft_wrap=True))
     err: Console = field(default_factory=lambda: Console(stderr=True, highlight=False))
     _store: EventStore | None = None
@@ -43,7 +44,7 @@ class Context:
     def store(self) -> EventStore:
         if self._store is None:
             try:
-                self._store = EventStore(self.url)
+                self._store = EventStore(self.url, schema=self.schema)
             except (ArgumentError, NoSuchModuleError, ValueError) as error:
                 raise UserError(f"bad database URL {self.url!r}: {error}") from error
         return self._store
@@ -95,10 +96,17 @@ class ViewstoreGroup(click.Group):
     show_envvar=True,
     help="Database URL: sqlite:///file.db or postgresql://user@host/db.",
 )
+@click.option(
+    "--schema",
+    envvar="VIEWSTORE_SCHEMA",
+    default=None,
+    show_envvar=True,
+    help="PostgreSQL only: keep the store's tables in this schema (default: public).",
+)
 @click.pass_context
-def cli(ctx: click.Context, url: str) -> None:
+def cli(ctx: click.Context, url: str, schema: str | None) -> None:
     """viewstore: OpenHands conversations, their views and manipulation indices, in SQL."""
-    state = Context(url=url)
+    state = Context(url=url, schema=schema)
     ctx.obj = state
     ctx.call_on_close(state.close)
 

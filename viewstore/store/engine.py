@@ -7,20 +7,32 @@ never both read version N and both write N+1. The file runs in WAL mode (readers
 the writer) with ``synchronous=NORMAL``: a commit survives a killed process, and only a power
 loss can take back the last few. A busy timeout makes a second writer wait instead of failing.
 
-PostgreSQL goes through psycopg 3; plain ``postgresql://`` URLs are pointed at it.
+PostgreSQL goes through psycopg 3; plain ``postgresql://`` URLs are pointed at it. A store
+may live in its own PostgreSQL schema (``schema=``), beside an application's tables of the same
+names; see ``_search_path`` for how every statement is kept in it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
+from weakref import WeakKeyDictionary
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Dialect, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
+
+from viewstore.errors import InvalidArgumentError
 
 DEFAULT_URL = "sqlite:///viewstore.db"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 WRITE = {"viewstore_write": True}
+# Lower-case identifiers only: they need no quoting in SQL nor escaping in libpq's options.
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+#: The engines set up here, by their dialect object (one per engine, kept by its
+#: ``execution_options`` copies and across ``dispose()``), with the schema each was set up for.
+_CONFIGURED: WeakKeyDictionary[Dialect, str | None] = WeakKeyDictionary()
 
 
 def default_url() -> str:
@@ -34,11 +46,37 @@ def normalize_url(url: str | URL) -> URL:
     return parsed
 
 
-def create_engine_for(url: str | URL, **kwargs: Any) -> Engine:
+def check_schema(schema: str | None) -> str | None:
+    if schema is not None and (not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema)):
+        raise InvalidArgumentError(
+            f"schema must be a lower-case SQL identifier (a-z, 0-9, _), got {schema!r}"
+        )
+    return schema
+
+
+def configured_schema(engine: Engine) -> tuple[bool, str | None]:
+    """Whether ``engine`` was made by :func:`create_engine_for`, and for which schema."""
+    if engine.dialect in _CONFIGURED:
+        return True, _CONFIGURED[engine.dialect]
+    return False, None
+
+
+def create_engine_for(url: str | URL, *, schema: str | None = None, **kwargs: Any) -> Engine:
+    """An engine with viewstore's settings for its dialect (``viewstore.create_engine``).
+
+    Applications that want to share an engine with the store (to append in their own
+    transactions) create it here; ``kwargs`` go to SQLAlchemy's ``create_engine``.
+    """
     parsed = normalize_url(url)
+    check_schema(schema)
     if parsed.get_backend_name() == "sqlite":
+        if schema is not None:
+            raise InvalidArgumentError(
+                "schema= is for PostgreSQL; a SQLite store is its own file"
+            )
         engine = create_engine(parsed, **kwargs)
         _configure_sqlite(engine)
+        _CONFIGURED[engine.dialect] = None
         return engine
     # No pool_pre_ping: it costs a round trip per transaction on the append hot path; a
     # connection the server dropped surfaces as a StorageError and the pool replaces it.
@@ -51,7 +89,27 @@ def create_engine_for(url: str | URL, **kwargs: Any) -> Engine:
     # small statements afresh each time costs far less than that.
     connect_args = kwargs.setdefault("connect_args", {})
     connect_args.setdefault("prepare_threshold", None)
-    return create_engine(parsed, **kwargs)
+    if schema is not None:
+        _search_path(connect_args, schema)
+    engine = create_engine(parsed, **kwargs)
+    _CONFIGURED[engine.dialect] = schema
+    return engine
+
+
+def _search_path(connect_args: dict[str, Any], schema: str) -> None:
+    """Put every connection's ``search_path`` on ``schema`` alone, from its first statement.
+
+    Chosen over schema-qualified names: the store also runs hand-written SQL (the fast path,
+    view reads, the analyst views, every migration), and one unqualified name missed there
+    would quietly read or write the application's table of the same name. With the schema
+    alone on the path, such a name finds viewstore's table or fails; it never reaches
+    ``public``. Set as a startup option (libpq ``options``), not a ``SET`` on connect: it costs
+    no round trip, holds before any statement runs, and becomes the session's default, so
+    ``RESET ALL`` or ``DISCARD ALL`` (as poolers issue) keep it.
+    """
+    option = f"-csearch_path={schema}"
+    existing = connect_args.get("options")
+    connect_args["options"] = f"{existing} {option}" if existing else option
 
 
 def _configure_sqlite(engine: Engine) -> None:

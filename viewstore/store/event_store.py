@@ -7,13 +7,11 @@ by ``translated()``.
 
 from __future__ import annotations
 
-import importlib
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Connection, Engine
 
@@ -24,8 +22,14 @@ from viewstore.errors import (
 )
 from viewstore.events import Event, Role, parse_event
 from viewstore.projector import Projection, ProjectionState, needs_view, project
-from viewstore.store import audit, fast_path, reads, rows
-from viewstore.store.engine import WRITE, create_engine_for, default_url
+from viewstore.store import audit, fast_path, migrate, reads, rows
+from viewstore.store.engine import (
+    WRITE,
+    check_schema,
+    configured_schema,
+    create_engine_for,
+    default_url,
+)
 from viewstore.store.feed import FeedEntry, check_limit, decode_cursor, read_feed
 from viewstore.store.inputs import (
     DEFAULT_MAX_EVENT_BYTES,
@@ -37,8 +41,7 @@ from viewstore.store.records import AppendResult, StoredEvent, StoredView, Verif
 from viewstore.store.translate import translated
 from viewstore.view import View
 
-if TYPE_CHECKING:
-    from alembic.config import Config
+alembic_config = migrate.alembic_config  # where the tests and tools have always found it
 
 #: Crash-point injection for tests (tests/ops): when set, called inside every append's
 #: transaction with "after_events", "after_view_rows" and "before_commit". None in production.
@@ -51,41 +54,46 @@ def _at(point: str) -> None:
 
 
 class EventStore:
-    """Events, condensations, and each conversation's live view and indices, in SQL."""
+    """Events, condensations, and each conversation's live view and indices, in SQL.
+
+    ``url_or_engine``: a database URL (default: ``VIEWSTORE_URL``, else
+    ``sqlite:///viewstore.db``), or an engine made by ``viewstore.create_engine`` (which
+    applies the settings the store relies on; see ``_check_engine``). ``schema``: on
+    PostgreSQL, the schema the store's tables live in (created by ``create_schema``), so an
+    application's own tables of the same names in ``public`` are never touched.
+    """
 
     def __init__(
         self,
         url_or_engine: str | Engine | None = None,
         *,
+        schema: str | None = None,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
+        check_schema(schema)
         if isinstance(url_or_engine, Engine):
+            _check_engine(url_or_engine, schema)
             self.engine = url_or_engine
             self._owns_engine = False
         else:
-            self.engine = create_engine_for(url_or_engine or default_url())
+            self.engine = create_engine_for(url_or_engine or default_url(), schema=schema)
             self._owns_engine = True
+        self.schema = schema
         self.max_event_bytes = max_event_bytes
         self._tails = fast_path.Tails()
 
     # -- lifecycle ----------------------------------------------------------------------
 
     def create_schema(self) -> None:
-        """Migrate the database to the newest schema (``alembic upgrade head``)."""
-        from alembic import command  # noqa: PLC0415 - see alembic_config
-
-        with translated(), self.engine.connect() as conn:
-            config = alembic_config()
-            config.attributes["connection"] = conn
-            command.upgrade(config, "head")
-            conn.commit()
+        """Migrate the database to the newest schema (``alembic upgrade head``), in its own
+        version table (``viewstore_alembic_version``); see ``viewstore.store.migrate``."""
+        with translated():
+            migrate.upgrade(self.engine, self.schema)
 
     def schema_revision(self) -> str | None:
         """The Alembic revision the database is at (``None``: no viewstore schema yet)."""
-        from alembic.runtime.migration import MigrationContext  # noqa: PLC0415 - as above
-
-        with translated(), self.engine.connect() as conn:
-            return MigrationContext.configure(conn).get_current_revision()
+        with translated():
+            return migrate.current_revision(self.engine, self.schema)
 
     def close(self) -> None:
         if self._owns_engine:
@@ -373,18 +381,27 @@ def _stored(key: str, version: int, view: View, as_of: int | None) -> StoredView
     )
 
 
-def _migrations_dir() -> str:
-    # Shipped as viewstore._migrations (see pyproject); imported by name because the package
-    # is mapped from the top-level migrations/ folder, which type checkers do not follow.
-    module = importlib.import_module("viewstore._migrations")
-    return str(Path(module.__file__ or "").parent)
+def _check_engine(engine: Engine, schema: str | None) -> None:
+    """Refuse an engine that lacks what the store relies on, rather than run without it.
 
-
-def alembic_config() -> Config:
-    # Alembic is imported only when the schema is touched: it is a fifth of every CLI call's
-    # start-up otherwise, and appends and reads never need it.
-    from alembic.config import Config  # noqa: PLC0415
-
-    config = Config()
-    config.set_main_option("script_location", _migrations_dir())
-    return config
+    On SQLite the store needs its connection settings (WAL, busy timeout, foreign keys, and the
+    driver in autocommit mode with an explicit ``BEGIN``/``BEGIN IMMEDIATE`` per transaction:
+    without them two appends can both read version N); on PostgreSQL with a schema, every
+    connection's search path. Both are set when connections open, which an engine made
+    elsewhere may already have done, so they cannot be added afterwards.
+    """
+    configured, engine_schema = configured_schema(engine)
+    if configured and engine_schema == schema:
+        return
+    if engine.dialect.name == "sqlite" and not configured:
+        raise InvalidArgumentError(
+            "this SQLite engine lacks viewstore's settings (WAL, busy timeout, foreign keys, "
+            "explicit BEGIN): create it with viewstore.create_engine(url, ...) or pass the URL"
+        )
+    if engine.dialect.name == "sqlite":
+        raise InvalidArgumentError("schema= is for PostgreSQL; a SQLite store is its own file")
+    if schema is not None or engine_schema is not None:
+        raise InvalidArgumentError(
+            f"this engine was not made for schema {schema!r}: create it with "
+            f"viewstore.create_engine(url, schema={schema!r}) or pass the URL"
+        )
