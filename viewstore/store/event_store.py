@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine
 
@@ -40,6 +40,9 @@ from viewstore.store.inputs import (
 from viewstore.store.records import AppendResult, StoredEvent, StoredView, VerifyReport
 from viewstore.store.translate import translated
 from viewstore.view import View
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 alembic_config = migrate.alembic_config  # where the tests and tools have always found it
 
@@ -111,6 +114,19 @@ class EventStore:
             yield conn
 
     @contextmanager
+    def begin(self) -> Iterator[Connection]:
+        """A write transaction on the store's engine, committed at the end of the block (rolled
+        back on an exception), for an application that writes its own rows and appends events
+        together: ``store.append(..., connection=conn)`` inside it.
+
+        Any transaction of the store's engine serves as well; this one is begun as a writer,
+        which matters on SQLite: a transaction begun as a reader that later writes fails at
+        once, instead of waiting, when another writer committed since it began.
+        """
+        with self._write() as conn:
+            yield conn
+
+    @contextmanager
     def _read(self) -> Iterator[Connection]:
         # One snapshot for the several statements of a read (SQLite: BEGIN; PostgreSQL:
         # REPEATABLE READ), so a read never mixes two versions of a conversation.
@@ -128,12 +144,19 @@ class EventStore:
         events: EventInput | Iterable[EventInput],
         *,
         expected_version: int | None = None,
+        connection: Connection | Session | None = None,
     ) -> AppendResult:
         """Append events to a conversation in one transaction, projecting its view.
 
         ``expected_version`` (the number of events the caller saw, 0 for a new conversation)
         makes the append conditional: a mismatch raises ``ConcurrencyError`` before anything
         is written, unless the call is an exact retry of events already stored there.
+
+        ``connection``: a SQLAlchemy ``Connection`` (or an ORM ``Session``) of the store's
+        engine, in the caller's transaction. The append then joins that transaction instead of
+        opening one: the caller's own rows and the events commit, or roll back, together, and
+        the caller commits. The append runs in a savepoint, so when it raises, nothing of it
+        is written and the caller's transaction goes on. See ``begin()``.
         """
         key = conversation_key(conversation_id)
         batch = parse_batch(events, self.max_event_bytes)
@@ -145,6 +168,8 @@ class EventStore:
             raise InvalidArgumentError(
                 f"expected_version must be a non-negative integer, got {expected_version!r}"
             )
+        if connection is not None:
+            return self._append_in(self._callers(connection), key, batch, expected_version)
         fast = self._fast_append(key, batch, expected_version)
         if fast is not None:
             return fast
@@ -152,6 +177,23 @@ class EventStore:
             result, tail = self._append(conn, key, batch, expected_version)
         if tail is not None:  # committed: the next append here may take the fast path
             self._tails.put(key, tail)
+        return result
+
+    def _callers(self, connection: Connection | Session) -> Connection:
+        conn = connection if isinstance(connection, Connection) else connection.connection()
+        if conn.engine.dialect is not self.engine.dialect:  # another engine: the same rules
+            _check_engine(conn.engine, self.schema)
+        return conn
+
+    def _append_in(
+        self, conn: Connection, key: str, batch: list[Event], expected: int | None
+    ) -> AppendResult:
+        """The ordinary path inside the caller's transaction. No fast path: it commits on its
+        own. No tail is kept: the caller may still roll back, and the next append of this
+        store reads the row again (the one it may have has gone stale here)."""
+        self._tails.drop(key)
+        with translated(), conn.begin_nested():
+            result, _tail = self._append(conn, key, batch, expected)
         return result
 
     def _fast_append(
