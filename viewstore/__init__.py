@@ -19,7 +19,14 @@ from viewstore.errors import (
 )
 from viewstore.events import Event, Role, parse_event
 from viewstore.retry import append_with_retry
-from viewstore.store import AppendResult, EventStore, StoredEvent, StoredView, VerifyReport
+from viewstore.store import (
+    AppendResult,
+    ConversationInfo,
+    EventStore,
+    StoredEvent,
+    StoredView,
+    VerifyReport,
+)
 from viewstore.store.engine import create_engine_for as create_engine
 from viewstore.store.feed import FeedEntry
 from viewstore.view import ManipulationIndices, View
@@ -27,6 +34,7 @@ from viewstore.view import ManipulationIndices, View
 __all__ = [
     "AppendResult",
     "ConcurrencyError",
+    "ConversationInfo",
     "ConversationNotFoundError",
     "DuplicateEventError",
     "Event",

@@ -97,7 +97,7 @@ def stored_as_given(eid: str, payload: dict[str, Any]) -> Callable[[EventStore, 
 
 def nothing_created(store: EventStore, conv: str, result: Any) -> None:
     assert result.version == 0 and result.appended == []
-    assert conv not in store.conversations()
+    assert conv not in store.conversation_ids()
     with pytest.raises(ConversationNotFoundError):
         store.view(conv)
 

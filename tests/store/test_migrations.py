@@ -85,7 +85,7 @@ def test_downgrade_to_base_and_upgrade_again(db_url: str) -> None:
             assert conn.execute(version_rows).scalar_one() == 0
         upgrade(store)
         assert drift(store) == []
-        assert store.conversations() == []
+        assert store.conversation_ids() == []
         assert store.append("c", [S(), U("u1")]).version == 2
         assert store.verify().ok
 

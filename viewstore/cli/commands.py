@@ -3,6 +3,7 @@ rebuild, stats, demo."""
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import IO, Any
 
@@ -18,7 +19,7 @@ from viewstore.cli.app import (
     json_option,
     pass_state,
 )
-from viewstore.cli.render import events_table, view_table
+from viewstore.cli.render import events_table, print_table, view_table
 from viewstore.cli.stats import collect_stats
 from viewstore.demo import run_demo
 from viewstore.errors import InvalidEventError
@@ -104,12 +105,26 @@ def append(
     help="The resume view: View.from_events over the whole log, as OpenHands "
     "computes it when it loads a conversation from disk.",
 )
+@click.option(
+    "--payloads",
+    is_flag=True,
+    help="With --json: add each event of the view as its JSON object, in view order.",
+)
 @json_option
 @pass_state
-def view(state: Context, conversation: str, as_of: int | None, resume: bool, as_json: bool) -> None:
+def view(  # noqa: PLR0917 (click passes the options positionally by name)
+    state: Context,
+    conversation: str,
+    as_of: int | None,
+    resume: bool,
+    payloads: bool,
+    as_json: bool,
+) -> None:
     """Show a conversation's view: what the LLM is sent, and where a condenser may cut."""
     if resume and as_of is not None:
         raise click.UsageError("--resume and --as-of cannot be combined")
+    if payloads and not as_json:
+        raise click.UsageError("--payloads goes with --json (the table shows a preview)")
     if resume:
         stored = state.store.resume_view(conversation)
         title = f"{stored.conversation_id}: resume view (View.from_events)"
@@ -118,9 +133,12 @@ def view(state: Context, conversation: str, as_of: int | None, resume: bool, as_
         when = "now" if as_of is None else f"right after event {as_of}"
         title = f"{stored.conversation_id}: live view {when}"
     if as_json:
-        state.print_json(stored.to_dict())
+        document = stored.to_dict()
+        if payloads:
+            document["payloads"] = [json.loads(text) for text in stored.payloads]
+        state.print_json(document)
     else:
-        state.out.print(view_table(state.out, stored, title=title))
+        print_table(state.out, view_table(state.out, stored, title=title))
 
 
 @cli.command()
@@ -146,9 +164,8 @@ def events(state: Context, conversation: str, after: int, limit: int | None, as_
             ]
         )
     else:
-        state.out.print(
-            events_table(state.out, stored, title=f"{conversation}: events after {after}")
-        )
+        table = events_table(state.out, stored, title=f"{conversation}: events after {after}")
+        print_table(state.out, table)
 
 
 @cli.command()
@@ -208,7 +225,7 @@ def verify(state: Context, conversation: str | None, as_json: bool) -> None:
 @pass_state
 def rebuild(state: Context, conversation: str | None, as_json: bool) -> None:
     """Rewrite the view and index rows from the event log (one transaction each)."""
-    keys = [conversation] if conversation is not None else state.store.conversations()
+    keys = [conversation] if conversation is not None else state.store.conversation_ids()
     with Progress(console=state.err, disable=not state.err.is_terminal) as progress:
         task = progress.add_task("rebuilding", total=len(keys))
         for key in keys:
@@ -236,6 +253,12 @@ def stats(state: Context, as_json: bool) -> None:
         f"condensations: {numbers['condensations']}\n"
         f"view sizes:    min {sizes['min']}, mean {sizes['mean']}, max {sizes['max']}"
     )
+    kinds = numbers["events_by_kind"]
+    if kinds:
+        state.out.print("events by kind:")
+        width = max(len(kind) for kind in kinds)
+        for kind, count in kinds.items():
+            state.out.print(f"  {kind:<{width}}  {count:>8}", markup=False)
 
 
 @cli.command()
@@ -261,7 +284,7 @@ def demo(state: Context, conversation: str | None, as_json: bool) -> None:
     else:
         out.print(f"[bold]conversation {key} already exists[/]; its live view:")
     out.print()
-    out.print(view_table(out, result.view, title=f"{key}: live view now"))
+    print_table(out, view_table(out, result.view, title=f"{key}: live view now"))
     if result.created:
         flagged = state.store.view(key, as_of=result.request_seq)
         out.print(

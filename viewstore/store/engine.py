@@ -61,6 +61,32 @@ def configured_schema(engine: Engine) -> tuple[bool, str | None]:
     return False, None
 
 
+def check_engine(engine: Engine, schema: str | None) -> None:
+    """Refuse an engine that lacks what the store relies on, rather than run without it.
+
+    On SQLite the store needs its connection settings (WAL, busy timeout, foreign keys, and the
+    driver in autocommit mode with an explicit ``BEGIN``/``BEGIN IMMEDIATE`` per transaction:
+    without them two appends can both read version N); on PostgreSQL with a schema, every
+    connection's search path. Both are set when connections open, which an engine made
+    elsewhere may already have done, so they cannot be added afterwards.
+    """
+    configured, engine_schema = configured_schema(engine)
+    if configured and engine_schema == schema:
+        return
+    if engine.dialect.name == "sqlite" and not configured:
+        raise InvalidArgumentError(
+            "this SQLite engine lacks viewstore's settings (WAL, busy timeout, foreign keys, "
+            "explicit BEGIN): create it with viewstore.create_engine(url, ...) or pass the URL"
+        )
+    if engine.dialect.name == "sqlite":
+        raise InvalidArgumentError("schema= is for PostgreSQL; a SQLite store is its own file")
+    if schema is not None or engine_schema is not None:
+        raise InvalidArgumentError(
+            f"this engine was not made for schema {schema!r}: create it with "
+            f"viewstore.create_engine(url, schema={schema!r}) or pass the URL"
+        )
+
+
 def create_engine_for(url: str | URL, *, schema: str | None = None, **kwargs: Any) -> Engine:
     """An engine with viewstore's settings for its dialect (``viewstore.create_engine``).
 
@@ -71,9 +97,7 @@ def create_engine_for(url: str | URL, *, schema: str | None = None, **kwargs: An
     check_schema(schema)
     if parsed.get_backend_name() == "sqlite":
         if schema is not None:
-            raise InvalidArgumentError(
-                "schema= is for PostgreSQL; a SQLite store is its own file"
-            )
+            raise InvalidArgumentError("schema= is for PostgreSQL; a SQLite store is its own file")
         engine = create_engine(parsed, **kwargs)
         _configure_sqlite(engine)
         _CONFIGURED[engine.dialect] = None

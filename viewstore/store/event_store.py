@@ -23,10 +23,11 @@ from viewstore.errors import (
 from viewstore.events import Event, Role, parse_event
 from viewstore.projector import Projection, ProjectionState, needs_view, project
 from viewstore.store import audit, fast_path, migrate, reads, rows
+from viewstore.store.catalogue import ConversationInfo, Order, check_options, read_catalogue
 from viewstore.store.engine import (
     WRITE,
+    check_engine,
     check_schema,
-    configured_schema,
     create_engine_for,
     default_url,
 )
@@ -61,7 +62,7 @@ class EventStore:
 
     ``url_or_engine``: a database URL (default: ``VIEWSTORE_URL``, else
     ``sqlite:///viewstore.db``), or an engine made by ``viewstore.create_engine`` (which
-    applies the settings the store relies on; see ``_check_engine``). ``schema``: on
+    applies the settings the store relies on; see ``check_engine``). ``schema``: on
     PostgreSQL, the schema the store's tables live in (created by ``create_schema``), so an
     application's own tables of the same names in ``public`` are never touched.
     """
@@ -75,7 +76,7 @@ class EventStore:
     ) -> None:
         check_schema(schema)
         if isinstance(url_or_engine, Engine):
-            _check_engine(url_or_engine, schema)
+            check_engine(url_or_engine, schema)
             self.engine = url_or_engine
             self._owns_engine = False
         else:
@@ -182,7 +183,7 @@ class EventStore:
     def _callers(self, connection: Connection | Session) -> Connection:
         conn = connection if isinstance(connection, Connection) else connection.connection()
         if conn.engine.dialect is not self.engine.dialect:  # another engine: the same rules
-            _check_engine(conn.engine, self.schema)
+            check_engine(conn.engine, self.schema)
         return conn
 
     def _append_in(
@@ -353,7 +354,46 @@ class EventStore:
             value: int = reads.conversation_row(conn, key).version
             return value
 
-    def conversations(self) -> list[str]:
+    def conversations(
+        self,
+        *,
+        order_by: Order = "id",
+        descending: bool = False,
+        limit: int | None = None,
+        offset: int = 0,
+        updated_since: datetime | None = None,
+        min_view_length: int | None = None,
+    ) -> list[ConversationInfo]:
+        """The catalogue: one :class:`ConversationInfo` per conversation (id, times, version,
+        view length, request flag, last event kind), read from the conversation rows alone.
+
+        ``order_by`` one of ``id`` (default), ``created_at``, ``updated_at``, ``version``,
+        ``view_length`` (ties in id order; ``descending`` reverses both); ``limit`` and
+        ``offset`` page through it; ``updated_since`` (an aware datetime) keeps conversations
+        appended to at or after it, ``min_view_length`` those whose live view holds at least
+        that many events. Only the ids: :meth:`conversation_ids`.
+        """
+        check_options(
+            order_by=order_by,
+            limit=limit,
+            offset=offset,
+            updated_since=updated_since,
+            min_view_length=min_view_length,
+        )
+        with self._read() as conn:
+            return read_catalogue(
+                conn,
+                order_by=order_by,
+                descending=descending,
+                limit=limit,
+                offset=offset,
+                updated_since=updated_since,
+                min_view_length=min_view_length,
+            )
+
+    def conversation_ids(self) -> list[str]:
+        """Every conversation id, sorted (what ``conversations()`` returned before the
+        catalogue)."""
         with self._read() as conn:
             return reads.conversation_ids(conn)
 
@@ -421,29 +461,3 @@ def _stored(key: str, version: int, view: View, as_of: int | None) -> StoredView
         unhandled_condensation_request=view.unhandled_condensation_request,
         as_of=as_of,
     )
-
-
-def _check_engine(engine: Engine, schema: str | None) -> None:
-    """Refuse an engine that lacks what the store relies on, rather than run without it.
-
-    On SQLite the store needs its connection settings (WAL, busy timeout, foreign keys, and the
-    driver in autocommit mode with an explicit ``BEGIN``/``BEGIN IMMEDIATE`` per transaction:
-    without them two appends can both read version N); on PostgreSQL with a schema, every
-    connection's search path. Both are set when connections open, which an engine made
-    elsewhere may already have done, so they cannot be added afterwards.
-    """
-    configured, engine_schema = configured_schema(engine)
-    if configured and engine_schema == schema:
-        return
-    if engine.dialect.name == "sqlite" and not configured:
-        raise InvalidArgumentError(
-            "this SQLite engine lacks viewstore's settings (WAL, busy timeout, foreign keys, "
-            "explicit BEGIN): create it with viewstore.create_engine(url, ...) or pass the URL"
-        )
-    if engine.dialect.name == "sqlite":
-        raise InvalidArgumentError("schema= is for PostgreSQL; a SQLite store is its own file")
-    if schema is not None or engine_schema is not None:
-        raise InvalidArgumentError(
-            f"this engine was not made for schema {schema!r}: create it with "
-            f"viewstore.create_engine(url, schema={schema!r}) or pass the URL"
-        )
