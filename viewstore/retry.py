@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 import uuid
@@ -16,6 +17,7 @@ from viewstore.store.records import AppendResult, StoredView
 if TYPE_CHECKING:
     from viewstore.store.event_store import EventStore
 
+log = logging.getLogger("viewstore.retry")
 Decision = EventInput | Iterable[EventInput] | None
 DEFAULT_ATTEMPTS = 20
 DEFAULT_BACKOFF = 0.005
@@ -86,7 +88,9 @@ def append_with_retry(
                 raise
             if on_conflict is not None:
                 on_conflict(error, attempt + 1)
-            time.sleep(random.uniform(0, min(max_backoff, backoff * 2**attempt)))
+            pause = random.uniform(0, min(max_backoff, backoff * 2**attempt))
+            log.info("retrying %r after a conflict (attempt %d, %.3f s)", key, attempt + 1, pause)
+            time.sleep(pause)
     raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -22,7 +22,7 @@ from viewstore.cli.app import (
 from viewstore.cli.render import events_table, print_table, view_table
 from viewstore.cli.stats import collect_stats
 from viewstore.demo import run_demo
-from viewstore.errors import InvalidEventError
+from viewstore.errors import DuplicateEventError, InvalidEventError
 from viewstore.events import Event, parse_event
 from viewstore.store.records import VerifyReport
 
@@ -41,17 +41,37 @@ def init(state: Context, as_json: bool) -> None:
 
 
 def _read_jsonl(handle: IO[str], name: str, max_bytes: int) -> tuple[list[Event], list[int]]:
+    text = handle.read()
     events: list[Event] = []
     lines: list[int] = []
-    for number, line in enumerate(handle, start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             events.append(parse_event(line, max_bytes=max_bytes))
         except InvalidEventError as error:
-            raise UserError(f"{name}: line {number}: {error}") from error
+            raise UserError(_not_jsonl(text, name) or f"{name}: line {number}: {error}") from error
         lines.append(number)
+    if not events:
+        raise UserError(f"{name}: no events (expected one JSON object per line)")
     return events, lines
+
+
+def _not_jsonl(text: str, name: str) -> str | None:
+    """The message for a file that is JSON, but not one object per line (pretty-printed)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(value, list):
+        return (
+            f"{name}: a JSON array; append expects one event object per line (JSONL), "
+            f"e.g. `jq -c '.[]' {name}`"
+        )
+    return (
+        f"{name}: one JSON value over several lines; append expects one event object per "
+        f"line (JSONL), e.g. `jq -c . {name}`"
+    )
 
 
 @cli.command()
@@ -76,10 +96,16 @@ def append(
         raise UserError(f"{name}: not valid UTF-8 ({error.reason})") from error
     try:
         result = state.store.append(conversation, events, expected_version=expected_version)
-    except InvalidEventError as error:
-        if error.index is not None and error.index < len(lines):
-            raise UserError(f"{name}: line {lines[error.index]}: {error.reason}") from error
-        raise
+    except (InvalidEventError, DuplicateEventError) as error:
+        index = getattr(error, "index", None)
+        if index is None:  # a duplicate: the first line holding its id
+            index = next((i for i, e in enumerate(events) if e.id == error.event_id), None)
+        if index is None or index >= len(lines):
+            raise
+        event_id = error.event_id if error.event_id is not None else events[index].id
+        raise UserError(
+            f"{name}: line {lines[index]} (event id {event_id!r}): {error.reason}"
+        ) from error
     if as_json:
         state.print_json(
             {
@@ -261,6 +287,23 @@ def stats(state: Context, as_json: bool) -> None:
             state.out.print(f"  {kind:<{width}}  {count:>8}", markup=False)
 
 
+def _refuse_foreign_database(state: Context) -> None:
+    """The demo creates the schema on its own, but not in a database that already holds
+    someone else's tables: adding viewstore's there is for `viewstore init` to do, on purpose."""
+    if state.store.schema_revision() is not None:
+        return
+    from sqlalchemy import inspect  # noqa: PLC0415 - start-up time
+
+    tables = sorted(inspect(state.store.engine).get_table_names())
+    if tables:
+        shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+        raise UserError(
+            f"the database holds other tables ({shown}) and no viewstore schema: the demo "
+            "will not add viewstore's tables there; run `viewstore init` first if they belong "
+            "there, or give the demo another --url (or --schema)"
+        )
+
+
 @cli.command()
 @click.option(
     "--conversation",
@@ -271,6 +314,7 @@ def stats(state: Context, as_json: bool) -> None:
 @pass_state
 def demo(state: Context, conversation: str | None, as_json: bool) -> None:
     """Build a realistic OpenHands conversation step by step and show its live view."""
+    _refuse_foreign_database(state)
     result = run_demo(state.store, conversation)
     key = result.conversation_id
     if as_json:

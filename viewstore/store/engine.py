@@ -23,6 +23,7 @@ from sqlalchemy import Dialect, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 
 from viewstore.errors import InvalidArgumentError
+from viewstore.store import slow
 
 DEFAULT_URL = "sqlite:///viewstore.db"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -100,6 +101,7 @@ def create_engine_for(url: str | URL, *, schema: str | None = None, **kwargs: An
             raise InvalidArgumentError("schema= is for PostgreSQL; a SQLite store is its own file")
         engine = create_engine(parsed, **kwargs)
         _configure_sqlite(engine)
+        slow.watch(engine)
         _CONFIGURED[engine.dialect] = None
         return engine
     # No pool_pre_ping: it costs a round trip per transaction on the append hot path; a
@@ -115,7 +117,15 @@ def create_engine_for(url: str | URL, *, schema: str | None = None, **kwargs: An
     connect_args.setdefault("prepare_threshold", None)
     if schema is not None:
         _search_path(connect_args, schema)
-    engine = create_engine(parsed, **kwargs)
+    try:
+        engine = create_engine(parsed, **kwargs)
+    except ModuleNotFoundError as error:  # the dialect imports its driver here
+        extra = " (pip install 'viewstore[postgres]')" if error.name == "psycopg" else ""
+        raise InvalidArgumentError(
+            f"the database driver for {parsed.drivername}:// is not installed: "
+            f"no module {error.name!r}{extra}"
+        ) from error
+    slow.watch(engine)
     _CONFIGURED[engine.dialect] = schema
     return engine
 

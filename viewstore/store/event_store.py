@@ -7,6 +7,8 @@ by ``translated()``.
 
 from __future__ import annotations
 
+import logging
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -22,7 +24,7 @@ from viewstore.errors import (
 )
 from viewstore.events import Event, Role, parse_event
 from viewstore.projector import Projection, ProjectionState, needs_view, project
-from viewstore.store import audit, fast_path, migrate, reads, rows
+from viewstore.store import audit, fast_path, migrate, reads, rows, slow
 from viewstore.store.catalogue import ConversationInfo, Order, check_options, read_catalogue
 from viewstore.store.engine import (
     WRITE,
@@ -46,6 +48,8 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
 alembic_config = migrate.alembic_config  # where the tests and tools have always found it
+
+logger = logging.getLogger("viewstore.store")
 
 #: Crash-point injection for tests (tests/ops): when set, called inside every append's
 #: transaction with "after_events", "after_view_rows" and "before_commit". None in production.
@@ -85,6 +89,7 @@ class EventStore:
         self.schema = schema
         self.max_event_bytes = max_event_bytes
         self._tails = fast_path.Tails()
+        self._slow = slow.threshold()
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -214,6 +219,7 @@ class EventStore:
         plan = fast_path.plan(key, tail, batch, datetime.now(UTC))
         if not self._write_plan(plan):
             self._tails.drop(key)  # stale, or a stored id: the ordinary path will tell
+            logger.debug("fast path stepped aside for %r (another writer, or a stored id)", key)
             return None
         self._tails.put(key, plan.tail)
         return AppendResult(
@@ -226,10 +232,14 @@ class EventStore:
 
     def _write_plan(self, plan: fast_path.Plan) -> bool:
         """Commit the plan; False when it was stale or hit a stored id (nothing written)."""
+        started = time.perf_counter()
         with translated():
             if self.engine.dialect.name == "postgresql":
-                return fast_path.write_postgres(self.engine, plan)
-            return fast_path.write_sqlite(self.engine, plan)
+                written = fast_path.write_postgres(self.engine, plan)
+            else:
+                written = fast_path.write_sqlite(self.engine, plan)
+        slow.report(time.perf_counter() - started, self._slow, "fast-path append")
+        return written
 
     def _append(
         self, conn: Connection, key: str, batch: list[Event], expected: int | None
@@ -248,6 +258,7 @@ class EventStore:
             retry = self._as_retry(conn, key, batch, expected, version)
             if retry is not None:
                 return retry, tail
+            logger.info("conflict on %r: expected version %d, found %d", key, expected, version)
             raise ConcurrencyError(key, expected, version)
         stored = rows.stored_payloads(conn, key, [e.id for e in batch]) if maybe_stored else {}
         duplicates: list[str] = []
