@@ -92,9 +92,9 @@ def test_conflicts_retries_fallbacks_and_migrations_are_logged(
 
         append_with_retry(store, "c", decide, backoff=0)
     by_logger = {(r.name, r.levelname): r.getMessage() for r in caplog.records}
-    assert "migrated the viewstore schema from empty to" in by_logger[
-        ("viewstore.migrations", "INFO")
-    ]
+    assert (
+        "migrated the viewstore schema from empty to" in by_logger[("viewstore.migrations", "INFO")]
+    )
     assert "fast path stepped aside for 'c'" in by_logger[("viewstore.store", "DEBUG")]
     assert "conflict on 'c'" in by_logger[("viewstore.store", "INFO")]
     assert "retrying 'c' after a conflict (attempt 1" in by_logger[("viewstore.retry", "INFO")]
@@ -124,7 +124,9 @@ _NO_PSYCOPG = "import sys; sys.modules['psycopg'] = None; sys.modules['psycopg_b
 
 def test_sqlite_needs_nothing_of_the_postgres_driver(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'nopg.db'}"
-    code = _NO_PSYCOPG + f"""
+    code = (
+        _NO_PSYCOPG
+        + f"""
 import json
 from viewstore import EventStore
 with EventStore({url!r}) as store:
@@ -133,20 +135,53 @@ with EventStore({url!r}) as store:
     store.append("c", {{"kind": "MessageEvent", "id": "m2"}})
     print(json.dumps([store.view("c").event_ids, store.verify().ok]))
 """
+    )
     done = _python(code)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [["m1", "m2"], True]
 
 
 def test_a_postgres_url_without_the_driver_says_which_extra_to_install() -> None:
-    code = _NO_PSYCOPG + """
+    code = (
+        _NO_PSYCOPG
+        + """
 from viewstore import EventStore, InvalidArgumentError
 try:
     EventStore("postgresql://u@127.0.0.1/db")
 except InvalidArgumentError as error:
     print(error)
 """
+    )
     done = _python(code)
     assert done.returncode == 0, done.stderr
     assert "pip install 'viewstore[postgres]'" in done.stdout
     assert "no module 'psycopg'" in done.stdout
+
+
+def test_code_cites_only_documents_inside_the_repository() -> None:
+    """Docstrings point at docs/, and every section they name is there."""
+    import re  # noqa: PLC0415
+
+    sources = [
+        path
+        for folder in ("viewstore", "tests", "benchmarks", "migrations")
+        for path in (ROOT / folder).rglob("*")
+        if path.suffix in (".py", ".md")
+        and "__pycache__" not in path.parts
+        and path != Path(__file__).resolve()
+    ]
+    headings = {
+        name: set(re.findall(r"^## (\d+)\.", (ROOT / "docs" / name).read_text(), re.M))
+        for name in ("semantics.md",)
+    }
+    cited = 0
+    for path in sources:
+        text = path.read_text(encoding="utf-8")
+        for outside in ("SEMANTICS.md", "DESIGN.md", "AGENTS.md", "STYLE.md"):
+            assert outside not in text, f"{path} cites {outside}"
+        for name, sections in re.findall(r"docs/([a-z]+\.md)((?: ?§[\d.]+,?(?: and)?)*)", text):
+            assert (ROOT / "docs" / name).is_file(), f"{path} cites docs/{name}"
+            for section in re.findall(r"§(\d+)", sections):
+                assert section in headings[name], f"{path} cites docs/{name} §{section}"
+            cited += 1
+    assert cited > 20
