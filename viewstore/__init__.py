@@ -22,15 +22,21 @@ logging.getLogger("viewstore").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from viewstore.errors import (
+        AuthenticationError,
         ConcurrencyError,
         ConversationNotFoundError,
+        DatabaseNotFoundError,
         DuplicateEventError,
         InvalidArgumentError,
         InvalidEventError,
         NoManipulationIndexError,
         PayloadTooLargeError,
         SchemaError,
+        SchemaMismatchError,
+        ServerUnreachableError,
         StorageError,
+        TransientStorageError,
+        UnsupportedDatabaseError,
         ViewstoreError,
     )
     from viewstore.events import Event, Role, parse_event
@@ -52,9 +58,11 @@ _STORE = "viewstore.store"
 #: Each public name, and the module it comes from (``create_engine`` is renamed).
 _WHERE = {
     "AppendResult": _STORE,
+    "AuthenticationError": _ERRORS,
     "ConcurrencyError": _ERRORS,
     "ConversationInfo": _STORE,
     "ConversationNotFoundError": _ERRORS,
+    "DatabaseNotFoundError": _ERRORS,
     "DuplicateEventError": _ERRORS,
     "Event": "viewstore.events",
     "EventStore": _STORE,
@@ -66,9 +74,13 @@ _WHERE = {
     "PayloadTooLargeError": _ERRORS,
     "Role": "viewstore.events",
     "SchemaError": _ERRORS,
+    "SchemaMismatchError": _ERRORS,
+    "ServerUnreachableError": _ERRORS,
     "StorageError": _ERRORS,
     "StoredEvent": _STORE,
     "StoredView": _STORE,
+    "TransientStorageError": _ERRORS,
+    "UnsupportedDatabaseError": _ERRORS,
     "VerifyReport": _STORE,
     "View": "viewstore.view",
     "ViewstoreError": _ERRORS,
@@ -80,9 +92,11 @@ _RENAMED = {"create_engine": "create_engine_for"}
 
 __all__ = [  # every name of _WHERE, and the version
     "AppendResult",
+    "AuthenticationError",
     "ConcurrencyError",
     "ConversationInfo",
     "ConversationNotFoundError",
+    "DatabaseNotFoundError",
     "DuplicateEventError",
     "Event",
     "EventStore",
@@ -94,9 +108,13 @@ __all__ = [  # every name of _WHERE, and the version
     "PayloadTooLargeError",
     "Role",
     "SchemaError",
+    "SchemaMismatchError",
+    "ServerUnreachableError",
     "StorageError",
     "StoredEvent",
     "StoredView",
+    "TransientStorageError",
+    "UnsupportedDatabaseError",
     "VerifyReport",
     "View",
     "ViewstoreError",

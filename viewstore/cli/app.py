@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from viewstore import __version__
-from viewstore.errors import SchemaError, ViewstoreError
+from viewstore.errors import SchemaError, SchemaMismatchError, ViewstoreError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -71,7 +71,9 @@ class Context:
             try:
                 _refuse_to_create(self.url)
                 self._store = EventStore(self.url, schema=self.schema)
-            except (ArgumentError, NoSuchModuleError) as error:
+            except ViewstoreError:
+                raise  # says what is wrong in its own words, without echoing a password
+            except (ArgumentError, NoSuchModuleError, ValueError) as error:
                 raise UserError(f"bad database URL {self.url!r}: {error}") from error
         return self._store
 
@@ -114,6 +116,8 @@ def user_errors() -> Iterator[None]:
     """Turn every expected error into one line on stderr and exit code 2."""
     try:
         yield
+    except SchemaMismatchError as error:  # a schema init cannot fix: its own words
+        fail(_one_line(str(error)))
     except SchemaError:
         fail(
             "the database has no viewstore schema (or an outdated one): run `viewstore init` first"

@@ -7,9 +7,11 @@ never both read version N and both write N+1. The file runs in WAL mode (readers
 the writer) with ``synchronous=NORMAL``: a commit survives a killed process, and only a power
 loss can take back the last few. A busy timeout makes a second writer wait instead of failing.
 
-PostgreSQL goes through psycopg 3; plain ``postgresql://`` URLs are pointed at it. A store
-may live in its own PostgreSQL schema (``schema=``), beside an application's tables of the same
-names; see ``_search_path`` for how every statement is kept in it.
+PostgreSQL goes through psycopg 3; plain ``postgresql://`` URLs are pointed at it. Any other
+database or driver is refused up front: the store speaks to these two drivers directly (the
+fast path, the reads), so it cannot run on another. A store may live in its own PostgreSQL
+schema (``schema=``), beside an application's tables of the same names; see ``_search_path``
+for how every statement is kept in it.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from weakref import WeakKeyDictionary
 from sqlalchemy import Dialect, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 
-from viewstore.errors import InvalidArgumentError
+from viewstore.errors import InvalidArgumentError, UnsupportedDatabaseError
 from viewstore.store import slow
 
 DEFAULT_URL = "sqlite:///viewstore.db"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+#: (database, driver) pairs the store runs on; "" is the dialect's default driver.
+SUPPORTED = frozenset({("sqlite", ""), ("sqlite", "pysqlite"), ("postgresql", "psycopg")})
 WRITE = {"viewstore_write": True}
 # Lower-case identifiers only: they need no quoting in SQL nor escaping in libpq's options.
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -88,6 +92,16 @@ def check_engine(engine: Engine, schema: str | None) -> None:
         )
 
 
+def check_supported(url: URL) -> None:
+    """Raise ``UnsupportedDatabaseError`` unless the store runs on this URL's database."""
+    backend, _, driver = url.drivername.partition("+")
+    if (backend, driver) not in SUPPORTED:
+        raise UnsupportedDatabaseError(
+            f"viewstore does not run on {url.drivername!r} databases: use sqlite:///FILE or "
+            "postgresql://USER@HOST/DB (psycopg 3)"
+        )
+
+
 def create_engine_for(url: str | URL, *, schema: str | None = None, **kwargs: Any) -> Engine:
     """An engine with viewstore's settings for its dialect (``viewstore.create_engine``).
 
@@ -95,17 +109,31 @@ def create_engine_for(url: str | URL, *, schema: str | None = None, **kwargs: An
     transactions) create it here; ``kwargs`` go to SQLAlchemy's ``create_engine``.
     """
     parsed = normalize_url(url)
+    check_supported(parsed)
     check_schema(schema)
+    if schema is not None and parsed.get_backend_name() == "sqlite":
+        raise InvalidArgumentError("schema= is for PostgreSQL; a SQLite store is its own file")
+    try:
+        engine = _create_engine(parsed, schema, **kwargs)
+    except ImportError as error:
+        extra = "; pip install 'viewstore[postgres]'" if "psycopg" in str(error) else ""
+        raise UnsupportedDatabaseError(
+            f"the driver for {parsed.drivername!r} URLs is not installed ({error}{extra})"
+        ) from error
+    slow.watch(engine)
+    _CONFIGURED[engine.dialect] = schema
+    return engine
+
+
+def _create_engine(parsed: URL, schema: str | None, **kwargs: Any) -> Engine:
     if parsed.get_backend_name() == "sqlite":
-        if schema is not None:
-            raise InvalidArgumentError("schema= is for PostgreSQL; a SQLite store is its own file")
+        busy_timeout_ms = _busy_timeout_ms(parsed)
         engine = create_engine(parsed, **kwargs)
-        _configure_sqlite(engine)
-        slow.watch(engine)
-        _CONFIGURED[engine.dialect] = None
+        _configure_sqlite(engine, busy_timeout_ms)
         return engine
-    # No pool_pre_ping: it costs a round trip per transaction on the append hot path; a
-    # connection the server dropped surfaces as a StorageError and the pool replaces it.
+    # No pool_pre_ping: it costs a round trip per transaction on the append hot path. After a
+    # server restart the first statement on a dropped connection fails once (a
+    # TransientStorageError) and the whole pool is replaced then (see translate.py).
     #
     # No server-side prepared statements (psycopg prepares a statement after 5 runs): the
     # generic plan PostgreSQL caches for it is made from the table sizes of that moment. A
@@ -117,17 +145,7 @@ def create_engine_for(url: str | URL, *, schema: str | None = None, **kwargs: An
     connect_args.setdefault("prepare_threshold", None)
     if schema is not None:
         _search_path(connect_args, schema)
-    try:
-        engine = create_engine(parsed, **kwargs)
-    except ModuleNotFoundError as error:  # the dialect imports its driver here
-        extra = " (pip install 'viewstore[postgres]')" if error.name == "psycopg" else ""
-        raise InvalidArgumentError(
-            f"the database driver for {parsed.drivername}:// is not installed: "
-            f"no module {error.name!r}{extra}"
-        ) from error
-    slow.watch(engine)
-    _CONFIGURED[engine.dialect] = schema
-    return engine
+    return create_engine(parsed, **kwargs)
 
 
 def _search_path(connect_args: dict[str, Any], schema: str) -> None:
@@ -146,13 +164,27 @@ def _search_path(connect_args: dict[str, Any], schema: str) -> None:
     connect_args["options"] = f"{existing} {option}" if existing else option
 
 
-def _configure_sqlite(engine: Engine) -> None:
+def _busy_timeout_ms(url: URL) -> int:
+    """How long a writer waits for SQLite's write lock: the URL's ``?timeout=SECONDS`` (the
+    driver's own option, which would otherwise be overridden below), else 30 s."""
+    timeout = url.query.get("timeout")
+    if not isinstance(timeout, str):
+        return SQLITE_BUSY_TIMEOUT_MS
+    try:
+        return max(0, round(float(timeout) * 1000))
+    except (ValueError, OverflowError) as error:  # not a number, nan, inf
+        raise InvalidArgumentError(
+            f"the SQLite URL's timeout must be a number of seconds, got {timeout!r}"
+        ) from error
+
+
+def _configure_sqlite(engine: Engine, busy_timeout_ms: int) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
         cursor = dbapi_connection.cursor()
         try:
-            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
             cursor.execute("PRAGMA journal_mode = WAL")
             cursor.execute("PRAGMA synchronous = NORMAL")
             cursor.execute("PRAGMA foreign_keys = ON")

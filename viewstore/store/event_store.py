@@ -24,12 +24,13 @@ from viewstore.errors import (
 )
 from viewstore.events import Event, Role, parse_event
 from viewstore.projector import Projection, ProjectionState, needs_view, project
-from viewstore.store import audit, fast_path, migrate, reads, rows, slow
+from viewstore.store import audit, fast_path, migrate, reads, revisions, rows, slow
 from viewstore.store.catalogue import ConversationInfo, Order, check_options, read_catalogue
 from viewstore.store.engine import (
     WRITE,
     check_engine,
     check_schema,
+    check_supported,
     create_engine_for,
     default_url,
 )
@@ -80,6 +81,7 @@ class EventStore:
     ) -> None:
         check_schema(schema)
         if isinstance(url_or_engine, Engine):
+            check_supported(url_or_engine.url)
             check_engine(url_or_engine, schema)
             self.engine = url_or_engine
             self._owns_engine = False
@@ -95,14 +97,24 @@ class EventStore:
 
     def create_schema(self) -> None:
         """Migrate the database to the newest schema (``alembic upgrade head``), in its own
-        version table (``viewstore_alembic_version``); see ``viewstore.store.migrate``."""
+        version table (``viewstore_alembic_version``; see ``viewstore.store.migrate``).
+
+        A revision this code does not know (a newer viewstore's, another application's) raises
+        ``SchemaMismatchError`` and nothing is migrated.
+        """
+        revisions.check_known(self.schema_revision(), alembic_config())
         with translated():
             migrate.upgrade(self.engine, self.schema)
 
     def schema_revision(self) -> str | None:
         """The Alembic revision the database is at (``None``: no viewstore schema yet)."""
+        from alembic.util import CommandError  # noqa: PLC0415 - see viewstore.store.migrate
+
         with translated():
-            return migrate.current_revision(self.engine, self.schema)
+            try:
+                return migrate.current_revision(self.engine, self.schema)
+            except CommandError as error:
+                raise revisions.unreadable(error) from error
 
     def close(self) -> None:
         if self._owns_engine:
