@@ -58,7 +58,10 @@ def _read_jsonl(handle: IO[str], name: str, max_bytes: int) -> tuple[list[Event]
 
 
 def _not_jsonl(text: str, name: str) -> str | None:
-    """The message for a file that is JSON, but not one object per line (pretty-printed)."""
+    """The message for a file that is JSON, but not one object per line (pretty-printed);
+    None when it is not that (a bad line of a JSONL file is reported as such)."""
+    if sum(1 for line in text.splitlines() if line.strip()) < 2:
+        return None
     try:
         value = json.loads(text)
     except ValueError:
