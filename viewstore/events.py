@@ -1,7 +1,7 @@
 """OpenHands events as viewstore sees them.
 
 An :class:`Event` is a frozen envelope around the exact JSON object OpenHands wrote. It exposes
-the handful of fields the view logic reads (SEMANTICS.md section 2) and keeps the whole object,
+the handful of fields the view logic reads (docs/semantics.md §2) and keeps the whole object,
 as canonical JSON text, so storage and export are lossless. Fields that the view logic does not
 read are not validated beyond being JSON: a newer SDK adding fields must not make events
 unreadable, and neither must a kind this code has never heard of (it becomes an opaque event that

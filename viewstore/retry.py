@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import time
@@ -22,6 +23,7 @@ from viewstore.store.records import AppendResult, StoredView
 if TYPE_CHECKING:
     from viewstore.store.event_store import EventStore
 
+log = logging.getLogger("viewstore.retry")
 Decision = EventInput | Iterable[EventInput] | None
 DEFAULT_ATTEMPTS = 20
 DEFAULT_BACKOFF = 0.005
@@ -107,11 +109,14 @@ def append_with_retry(
                 raise
             if on_conflict is not None:
                 on_conflict(error, attempt + 1)
+            log.info("retrying %r after a conflict (attempt %d)", key, attempt + 1)
         except TransientStorageError as error:
             if attempt + 1 >= attempts:
                 raise
             if on_transient is not None:
                 on_transient(error, attempt + 1)
+            log.info("retrying %r after a transient failure (attempt %d): %s", key, attempt + 1,
+                     error)  # fmt: skip
         # The exponent is capped: 2**1100 does not fit a float (OverflowError), and
         # max_backoff bounds the wait long before that anyway.
         time.sleep(random.uniform(0, min(max_backoff, backoff * 2 ** min(attempt, 64))))

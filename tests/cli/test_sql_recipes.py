@@ -159,7 +159,7 @@ def test_reader_role_can_select_the_views_and_write_nothing(fresh_pg_url: str) -
             with reader.connect() as conn, pytest.raises(Exception, match=REFUSED):
                 conn.execute(text(statement))
         with EventStore(fresh_pg_url) as store:
-            assert store.conversations() == ["demo"]
+            assert store.conversation_ids() == ["demo"]
             assert store.verify().ok
     finally:
         reader.dispose()

@@ -10,7 +10,7 @@ To add a case: append a ``Case`` to ``CASES``. ``call(store, conv)`` gets the sh
 a conversation id of its own; ``setup(store, conv)`` runs before the "before" dump.
 
 Decision: an event id already stored under ANOTHER conversation is allowed. Event ids are unique
-per conversation only (DESIGN.md data model), because OpenHands forks a conversation by copying
+per conversation only (docs/schema.md), because OpenHands forks a conversation by copying
 its events, ids included; the case "same id in another conversation" is a positive control.
 """
 
@@ -102,7 +102,7 @@ def stored_as_given(eid: str, payload: dict[str, Any]) -> Callable[[EventStore, 
 
 def nothing_created(store: EventStore, conv: str, result: Any) -> None:
     assert result.version == 0 and result.appended == []
-    assert conv not in store.conversations()
+    assert conv not in store.conversation_ids()
     with pytest.raises(ConversationNotFoundError):
         store.view(conv)
 

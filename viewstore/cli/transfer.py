@@ -139,7 +139,11 @@ def export(  # noqa: PLR0917 (click passes the options positionally by name)
             out.write_text(text, encoding="utf-8")
         except OSError as error:
             raise UserError(f"{out}: cannot write: {error.strerror or error}") from error
-        state.err.print(f"wrote {len(stored)} events to {out}")
+        if as_json:  # the same summary as a folder export (stdout: the events themselves)
+            key = stored[0].conversation_id if stored else conversation
+            state.print_json({"conversation_id": key, "events": len(stored), "path": str(out)})
+        else:
+            state.err.print(f"wrote {len(stored)} events to {out}")
         return
     try:
         target = write_conversation_folder(

@@ -1,5 +1,5 @@
 """Read and write conversations in the folder layout the OpenHands SDK persists
-(SEMANTICS.md section 9)::
+(docs/semantics.md §9)::
 
     <conversation id hex>/
       base_state.json
