@@ -24,7 +24,7 @@ from viewstore.errors import (
 )
 from viewstore.events import Event, Role, parse_event
 from viewstore.projector import Projection, ProjectionState, needs_view, project
-from viewstore.store import audit, fast_path, migrate, reads, revisions, rows, slow
+from viewstore.store import audit, fast_path, migrate, reads, rows, slow
 from viewstore.store.catalogue import ConversationInfo, Order, check_options, read_catalogue
 from viewstore.store.engine import (
     WRITE,

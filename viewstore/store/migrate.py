@@ -88,7 +88,6 @@ def current_revision(engine: Engine, schema: str | None) -> str | None:
 
 def _current(conn: Connection, schema: str | None) -> str | None:
     from alembic.runtime.migration import MigrationContext  # noqa: PLC0415
-
     from alembic.util import CommandError  # noqa: PLC0415
 
     opts = {"version_table": VERSION_TABLE, "version_table_schema": schema}
