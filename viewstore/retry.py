@@ -8,8 +8,9 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel
+
 from viewstore.errors import ConcurrencyError, ConversationNotFoundError, InvalidArgumentError
-from viewstore.events import Event
 from viewstore.store.inputs import EventInput, conversation_key
 from viewstore.store.records import AppendResult, StoredView
 
@@ -93,7 +94,7 @@ def append_with_retry(
 def _as_list(decision: Decision) -> list[EventInput]:
     if decision is None:
         return []
-    if isinstance(decision, Event | dict | str | bytes | bytearray):
+    if isinstance(decision, BaseModel | dict | str | bytes | bytearray):  # Event included
         return [decision]
     return list(decision)
 

@@ -156,3 +156,12 @@ def _aware(value: datetime) -> datetime:
 
 def conversation_ids(conn: Connection) -> list[str]:
     return [row.id for row in conn.execute(select(conversations.c.id).order_by(conversations.c.id))]
+
+
+def log_index(conn: Connection, conversation_id: str) -> list[tuple[str, str, str | None]]:
+    query = (
+        select(events.c.event_id, events.c.kind, events.c.parent_id)
+        .where(events.c.conversation_id == conversation_id)
+        .order_by(events.c.seq)
+    )
+    return [(row.event_id, row.kind, row.parent_id) for row in conn.execute(query)]
