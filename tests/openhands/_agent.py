@@ -14,16 +14,16 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("OPENHANDS_SUPPRESS_BANNER", "1")
 
-import json  # noqa: E402
-import sys  # noqa: E402
-import uuid  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import json
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
 
-from openhands.sdk import Agent, LLMSummarizingCondenser, Message, TextContent  # noqa: E402
-from openhands.sdk.llm import MessageToolCall, ThinkingBlock  # noqa: E402
-from openhands.sdk.testing import TestLLM  # noqa: E402
-from openhands.sdk.tool import (  # noqa: E402
+from openhands.sdk import Agent, LLMSummarizingCondenser, Message, TextContent
+from openhands.sdk.llm import MessageToolCall, ThinkingBlock
+from openhands.sdk.testing import TestLLM
+from openhands.sdk.tool import (
     Action,
     Observation,
     Tool,
@@ -31,7 +31,7 @@ from openhands.sdk.tool import (  # noqa: E402
     ToolExecutor,
     register_tool,
 )
-from pydantic import Field  # noqa: E402
+from pydantic import Field
 
 OUTPUT = "notes.txt"
 
