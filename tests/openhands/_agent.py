@@ -2,9 +2,8 @@
 custom tool that appends lines to a file in the workspace, and an ``LLMSummarizingCondenser``
 small enough that condensations happen every few steps.
 
-Also a worker entry point, so a conversation can be driven from a separate process:
-``python -m tests.openhands._agent URL CONVERSATION WORKSPACE STEPS TAG [--message TEXT]``.
-It prints one JSON line per outcome (``{"step": n, "ok": true}`` or ``{"conflict": ...}``).
+Also worker entry points, so a conversation can be driven from separate processes:
+``python -m tests.openhands._agent run|duel ...`` (see ``run`` and ``duel``).
 """
 
 from __future__ import annotations
@@ -110,6 +109,11 @@ def script(steps: int, tag: str) -> list[Message]:
     return responses
 
 
+def expected_lines(steps: int, tag: str) -> list[str]:
+    """The lines the tool writes when ``script(steps, tag)`` runs to its end."""
+    return [f"{tag}-{i}{s}" for i in range(steps) for s in (("a", "b") if i % 3 == 0 else ("",))]
+
+
 def make_agent(steps: int, tag: str, *, max_size: int = 8) -> Agent:
     summaries = [
         Message(role="assistant", content=[TextContent(text=f"{tag} summary {i}")])
@@ -142,14 +146,15 @@ def store_view(store: Any, conversation_id: Any) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str]) -> int:
-    from viewstore import ConcurrencyError, EventStore  # noqa: PLC0415
+def run(argv: list[str]) -> int:
+    """``run URL CONVERSATION WORKSPACE STEPS TAG [--message TEXT]``: open (or resume), send
+    the message if any, run to the end, print the final view."""
+    from viewstore import EventStore  # noqa: PLC0415
     from viewstore.openhands import open_conversation  # noqa: PLC0415
 
     url, conversation_id, workspace, steps, tag = argv[:5]
     message = argv[argv.index("--message") + 1] if "--message" in argv else None
-    store = EventStore(url)
-    try:
+    with EventStore(url) as store:
         conversation = open_conversation(
             store, make_agent(int(steps), tag), workspace, conversation_id, visualizer=None
         )
@@ -157,13 +162,37 @@ def main(argv: list[str]) -> int:
             conversation.send_message(message)
         conversation.run()
         print(json.dumps({"ok": True, "view": sdk_view(conversation)}), flush=True)
-    except ConcurrencyError as error:
-        print(json.dumps({"conflict": [error.expected, error.actual]}), flush=True)
-        return 3
-    finally:
-        store.close()
+    return 0
+
+
+def duel(argv: list[str]) -> int:
+    """``duel URL CONVERSATION WORKSPACE NAME``: on ``open`` resume the conversation and say
+    ``ready``; on ``go R`` send one message and report whether it was stored or refused."""
+    from viewstore import ConcurrencyError, EventStore  # noqa: PLC0415
+    from viewstore.openhands import open_conversation  # noqa: PLC0415
+
+    url, conversation_id, workspace, name = argv[:4]
+    conversation: Any = None
+    with EventStore(url) as store:
+        for line in sys.stdin:
+            command = line.split()
+            if command == ["open"]:
+                conversation = open_conversation(
+                    store, make_agent(0, name), workspace, conversation_id, visualizer=None
+                )
+                print("ready", flush=True)
+            elif command[:1] == ["go"]:
+                outcome: dict[str, Any] = {"round": int(command[1]), "name": name}
+                try:
+                    conversation.send_message(f"{name} round {command[1]}")
+                    outcome["ok"] = True
+                except ConcurrencyError as error:
+                    outcome["conflict"] = [error.expected, error.actual]
+                print(json.dumps(outcome), flush=True)
+            else:
+                break
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit({"run": run, "duel": duel}[sys.argv[1]](sys.argv[2:]))

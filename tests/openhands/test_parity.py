@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("openhands.sdk", reason="openhands.sdk is not importable")
 
-from tests.openhands._agent import OUTPUT, make_agent, sdk_view, store_view
+from tests.openhands._agent import OUTPUT, expected_lines, make_agent, sdk_view, store_view
 from tests.openhands._checks import assert_linear
 from viewstore import EventStore
 from viewstore.openhands import open_conversation
@@ -51,7 +51,7 @@ def test_store_view_equals_sdk_view_after_every_event(db_url: str, tmp_path: Pat
     assert store_view(store, cid) == sdk_view(conversation)
     # The tool really ran, once per call: 3 parallel pairs + 6 single calls.
     lines = (tmp_path / "ws" / OUTPUT).read_text().split()
-    assert lines == [f"p-{i}{s}" for i in range(9) for s in (("a", "b") if i % 3 == 0 else ("",))]
+    assert lines == expected_lines(9, "p")
     thinking = [e.payload for e in store.events(cid) if e.payload.get("thinking_blocks")]
     assert len(thinking) == 3
     assert_linear(store, cid)
