@@ -10,12 +10,16 @@ tests/openhands/test_sdk_internals.py. Keep every such dependency in this module
 - how ``ConversationState.append_event`` moves HEAD: every event except a
   ``ConversationStateUpdateEvent`` becomes ``leaf_event_id`` (and clears ``head_is_empty``),
   and ``LocalConversation`` records a user ``MessageEvent`` as ``last_user_message_id``;
-  ``catch_up`` replays that onto a base state that missed the last events.
+  ``catch_up`` replays that onto a base state that missed the last events;
+- importing ``openhands.sdk`` sets the root logger to INFO (``LOG_LEVEL``), which would make
+  SQLAlchemy log every statement the store runs: its loggers are held at WARNING below,
+  unless the application set their level itself.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from importlib.metadata import version
 from typing import Any
@@ -40,6 +44,11 @@ MARKER_RE = re.compile(
 )
 
 STATE_UPDATE_KIND = "ConversationStateUpdateEvent"
+
+for _name in ("sqlalchemy", "sqlalchemy.engine", "sqlalchemy.pool"):
+    _logger = logging.getLogger(_name)
+    if _logger.level in (logging.NOTSET, logging.getLogger().level):  # the SDK's doing
+        _logger.setLevel(logging.WARNING)
 
 
 def event_file_name(index: int, event_id: str) -> str:
