@@ -24,7 +24,7 @@ from viewstore.errors import (
 )
 from viewstore.events import Event, Role, parse_event
 from viewstore.projector import Projection, ProjectionState, needs_view, project
-from viewstore.store import audit, base_state, fast_path, locks, reads, rows
+from viewstore.store import audit, base_state, fast_path, locks, reads, resume_check, rows
 from viewstore.store.base_state import BaseState
 from viewstore.store.engine import WRITE, create_engine_for, default_url
 from viewstore.store.feed import FeedEntry, check_limit, decode_cursor, read_feed
@@ -380,6 +380,14 @@ class EventStore:
         key = conversation_key(conversation_id)
         with self._read() as conn:
             return reads.log_index(conn, key)
+
+    def live_equals_resume(self, conversation_id: str | uuid.UUID) -> bool:
+        """Whether the live view equals the resume view (``resume_view()``), decided from
+        narrow columns without reading a payload (see ``viewstore.store.resume_check``)."""
+        key = conversation_key(conversation_id)
+        with self._read() as conn:
+            reads.conversation_row(conn, key)
+            return resume_check.live_equals_resume(conn, key)
 
     @contextmanager
     def conversation_lock(
