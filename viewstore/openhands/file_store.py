@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from openhands.sdk.context.view import View
 from openhands.sdk.io import FileStore
 
 from viewstore.errors import InvalidArgumentError
@@ -44,6 +45,7 @@ class ViewstoreFileStore(FileStore):
         self._seen = 0  # events the SDK's EventLog has listed or written through us
         self._texts: dict[int, tuple[str, str]] = {}  # index -> (event id, JSON) fetched
         self._window = _FIRST_WINDOW
+        self._index: list[tuple[str, str, str | None]] | None = None  # as last listed
 
     @property
     def seen_version(self) -> int:
@@ -93,7 +95,8 @@ class ViewstoreFileStore(FileStore):
     def list(self, path: str) -> list[str]:
         name = _relative(path)
         if name == sdk.EVENTS_DIR:
-            ids = [event_id for event_id, _, _ in self.store.log_index(self.conversation_id)]
+            self._index = self.store.log_index(self.conversation_id)
+            ids = [event_id for event_id, _, _ in self._index]
             self._seen = len(ids)
             prefix = path.rstrip("/")
             return [f"{prefix}/{sdk.event_file_name(i, e)}" for i, e in enumerate(ids)]
@@ -135,6 +138,22 @@ class ViewstoreFileStore(FileStore):
         with self.store.conversation_lock(self.conversation_id, timeout=timeout):
             yield
 
+    # -- resume at the cost of the view ---------------------------------------------------
+
+    def resume_view(self, leaf: str | None, length: int) -> View | None:
+        """The stored live view for the SDK to resume with, when it is what the SDK would
+        compute: the log is one linear branch ending at ``leaf``, unchanged since it was
+        listed, and the live view equals the resume view. Otherwise None (the SDK rebuilds)."""
+        index = self._index
+        if not index or len(index) != length or leaf is None or not _linear(index, leaf):
+            return None
+        stored = self.store.view(self.conversation_id)
+        if stored.version != length or not self.store.live_equals_resume(self.conversation_id):
+            return None
+        return sdk.stored_view(
+            stored.payloads, stored.manipulation_indices, stored.unhandled_condensation_request
+        )
+
     # -- helpers ------------------------------------------------------------------------
 
     def _event_file_exists(self, file: str) -> bool:
@@ -162,6 +181,24 @@ class ViewstoreFileStore(FileStore):
         for event in stored:
             self._texts.setdefault(event.seq - 1, (event.event_id, event.payload_json))
         self._window = min(2 * self._window, _MAX_WINDOW)
+
+
+def _linear(index: list[tuple[str, str, str | None]], leaf: str) -> bool:
+    """Each event's parent is the tree node before it, and HEAD is the last tree node."""
+    previous = None
+    for event_id, kind, parent_id in index:
+        if parent_id != previous:
+            return False
+        if kind != sdk.STATE_UPDATE_KIND:
+            previous = event_id
+    return previous == leaf
+
+
+def _serve_resume_view(fs: object, leaf: str | None, length: int) -> View | None:
+    return fs.resume_view(leaf, length) if isinstance(fs, ViewstoreFileStore) else None
+
+
+sdk.install_resume_hook(_serve_resume_view)
 
 
 def _relative(path: str) -> str:
