@@ -158,10 +158,8 @@ def conversation_ids(conn: Connection) -> list[str]:
     return [row.id for row in conn.execute(select(conversations.c.id).order_by(conversations.c.id))]
 
 
+_LOG_INDEX = "SELECT event_id, kind, parent_id FROM events WHERE conversation_id = :c ORDER BY seq"
+
+
 def log_index(conn: Connection, conversation_id: str) -> list[tuple[str, str, str | None]]:
-    query = (
-        select(events.c.event_id, events.c.kind, events.c.parent_id)
-        .where(events.c.conversation_id == conversation_id)
-        .order_by(events.c.seq)
-    )
-    return [(row.event_id, row.kind, row.parent_id) for row in conn.execute(query)]
+    return [tuple(row) for row in _fetch(conn, _LOG_INDEX, {"c": conversation_id})]
