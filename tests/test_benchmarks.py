@@ -22,6 +22,9 @@ def test_suite_runs_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     for measure in ("single_append", "history", "batches", "condensation", "reads", "memory"):
         assert measure in store
     assert json.loads((tmp_path / "view.json").read_text())["append"]["ratio"] > 0
+    if "no OpenHands SDK measures" not in out:  # where the SDK is installed (CI)
+        openhands = json.loads((tmp_path / "openhands-sqlite.json").read_text())
+        assert openhands["resume"]["speedup"] > 0 and openhands["step"]["ratio"] > 0
 
 
 @pytest.mark.postgres
