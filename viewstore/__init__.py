@@ -6,15 +6,21 @@ transaction as every append.
 """
 
 from viewstore.errors import (
+    AuthenticationError,
     ConcurrencyError,
     ConversationNotFoundError,
+    DatabaseNotFoundError,
     DuplicateEventError,
     InvalidArgumentError,
     InvalidEventError,
     NoManipulationIndexError,
     PayloadTooLargeError,
     SchemaError,
+    SchemaMismatchError,
+    ServerUnreachableError,
     StorageError,
+    TransientStorageError,
+    UnsupportedDatabaseError,
     ViewstoreError,
 )
 from viewstore.events import Event, Role, parse_event
@@ -25,8 +31,10 @@ from viewstore.view import ManipulationIndices, View
 
 __all__ = [
     "AppendResult",
+    "AuthenticationError",
     "ConcurrencyError",
     "ConversationNotFoundError",
+    "DatabaseNotFoundError",
     "DuplicateEventError",
     "Event",
     "EventStore",
@@ -38,9 +46,13 @@ __all__ = [
     "PayloadTooLargeError",
     "Role",
     "SchemaError",
+    "SchemaMismatchError",
+    "ServerUnreachableError",
     "StorageError",
     "StoredEvent",
     "StoredView",
+    "TransientStorageError",
+    "UnsupportedDatabaseError",
     "VerifyReport",
     "View",
     "ViewstoreError",
