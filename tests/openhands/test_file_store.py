@@ -125,13 +125,17 @@ def test_base_state_read_catches_up_with_events_its_writer_did_not_see(
 
 def test_markers_other_paths_and_deletes(store: EventStore) -> None:
     fs = ViewstoreFileStore(store, CID)
+    first = message("one")
+    assert not fs.exists(file_name(0, first))  # no conversation yet: no file, no error
+    with pytest.raises(FileNotFoundError):
+        fs.read(file_name(0, first))
+    assert fs.list("events") == []
     assert fs.exists("events/.eventlog-len-0.marker")
     fs.write("events/.eventlog-len-1.marker", "")  # kept nowhere
     assert not fs.exists("events/.eventlog-len-1.marker")
     fs.delete("events/.eventlog-len-0.marker")
     with pytest.raises(InvalidArgumentError):
         fs.write("notes/other.txt", "x")
-    first = message("one")
     fs.write(file_name(0, first), first.model_dump_json(exclude_none=True))
     assert fs.exists(file_name(0, first)) and fs.exists("events")
     assert fs.list("") == ["events/"]

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from openhands.sdk.context.view import View
 from openhands.sdk.io import FileStore
 
-from viewstore.errors import InvalidArgumentError
+from viewstore.errors import ConversationNotFoundError, InvalidArgumentError
 from viewstore.openhands import sdk_internals as sdk
 from viewstore.store import EventStore
 from viewstore.store.inputs import conversation_key
@@ -160,7 +160,12 @@ class ViewstoreFileStore(FileStore):
         match = sdk.EVENT_NAME_RE.match(file)
         if match is None:
             return False
-        found = self.store.events(self.conversation_id, after=int(match.group("idx")), limit=1)
+        try:
+            found = self.store.events(
+                self.conversation_id, after=int(match.group("idx")), limit=1
+            )
+        except ConversationNotFoundError:
+            return False
         return bool(found) and found[0].event_id == match.group("event_id")
 
     def _read_base_state(self, path: str) -> str:
@@ -177,7 +182,12 @@ class ViewstoreFileStore(FileStore):
         walks the log backwards from HEAD, a scan forwards: both are served by a window
         centred on the miss, doubled on each miss so a whole walk costs a few queries."""
         first = max(0, index - self._window)
-        stored = self.store.events(self.conversation_id, after=first, limit=2 * self._window + 1)
+        try:
+            stored = self.store.events(
+                self.conversation_id, after=first, limit=2 * self._window + 1
+            )
+        except ConversationNotFoundError:
+            return  # no events: the read finds no file
         for event in stored:
             self._texts.setdefault(event.seq - 1, (event.event_id, event.payload_json))
         self._window = min(2 * self._window, _MAX_WINDOW)
