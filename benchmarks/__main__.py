@@ -5,8 +5,9 @@
 The PostgreSQL server URL defaults to ``VIEWSTORE_TEST_POSTGRES_URL``; a fresh database is
 created on it for the run and dropped afterwards. SQLite runs on a temporary file. Results are
 printed and written to ``benchmarks/results/`` (cli.json, view.json, store-sqlite.json,
-store-postgresql.json). ``--quick`` shrinks every size, for a smoke test of the suite itself: its
-figures mean nothing.
+store-postgresql.json, and openhands-sqlite.json / openhands-postgresql.json where the
+OpenHands SDK is installed). ``--quick`` shrinks every size, for a smoke test of the suite itself:
+its figures mean nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +29,20 @@ from benchmarks import bench_cli, bench_store, bench_view
 QUICK_VIEW = ["--events", "600", "--repeat", "3", "--block", "50"]
 QUICK_STORE = ["--large", "600", "--blocks", "2", "--block", "5", "--repeat", "2"]
 QUICK_WRITERS = ["--writer-appends", "20"]
+QUICK_OPENHANDS = ["--events", "600", "--repeat", "1", "--blocks", "2", "--block", "5"]
+
+
+def _openhands(url: str, results: Path, backend: str, quick: bool) -> None:
+    """The OpenHands SDK measures (bench_openhands), where the SDK can be imported."""
+    try:
+        from benchmarks import bench_openhands  # noqa: PLC0415 - needs viewstore[openhands]
+    except ImportError as error:
+        print(f"(no OpenHands SDK measures: {error})")
+        return
+    output = results / f"openhands-{backend}.json"
+    bench_openhands.main(
+        ["--url", url, "--output", str(output), *(QUICK_OPENHANDS if quick else [])]
+    )
 
 
 @contextmanager
@@ -69,12 +84,14 @@ def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
     store_args = ["--results-dir", str(results), *(QUICK_STORE if quick else [])]
     print("\n== SQLite", flush=True)
     bench_store.main(["--url", f"sqlite:///{scratch / 'bench.db'}", *store_args])
+    _openhands(f"sqlite:///{scratch / 'openhands.db'}", results, "sqlite", quick)
     if not postgres_url:
         print("\n(no PostgreSQL: pass --postgres-url or set VIEWSTORE_TEST_POSTGRES_URL)")
         return 0
     print("\n== PostgreSQL", flush=True)
     with scratch_postgres(postgres_url) as url:
         bench_store.main(["--url", url, *store_args, *(QUICK_WRITERS if quick else [])])
+        _openhands(url, results, "postgresql", quick)
     return 0
 
 

@@ -165,9 +165,14 @@ def _load_json(text: str | bytes) -> Any:
 
 
 def parse_event(
-    obj: Event | dict[str, Any] | str | bytes, *, max_bytes: int | None = None
+    obj: Event | BaseModel | dict[str, Any] | str | bytes, *, max_bytes: int | None = None
 ) -> Event:
-    """Turn one OpenHands event (dict, JSON text or bytes) into an :class:`Event`.
+    """Turn one OpenHands event (dict, JSON text, bytes, or an SDK event object) into an
+    :class:`Event`.
+
+    An SDK event (any other pydantic model) is serialized exactly as the SDK's ``EventLog``
+    writes its event files, ``model_dump_json(exclude_none=True)``, so storing the object and
+    importing the file give the same JSON value.
 
     Raises :class:`InvalidEventError` naming the kind, id, field and reason when the value is
     not an event this store can keep; ``max_bytes`` bounds the UTF-8 size of the stored JSON.
@@ -179,6 +184,8 @@ def parse_event(
         if max_bytes is not None:
             _check_size(obj.payload_json, obj.kind, obj.id, max_bytes)
         return obj
+    if isinstance(obj, BaseModel):
+        obj = obj.model_dump_json(exclude_none=True)
     if isinstance(obj, str | bytes | bytearray):
         if max_bytes is not None and len(obj) > 4 * max_bytes:
             # A cheap early exit: no UTF-8 encoding of the text can shrink below a quarter.

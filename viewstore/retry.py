@@ -10,13 +10,14 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel
+
 from viewstore.errors import (
     ConcurrencyError,
     ConversationNotFoundError,
     InvalidArgumentError,
     TransientStorageError,
 )
-from viewstore.events import Event
 from viewstore.store.inputs import EventInput, check_integer, new_conversation_key
 from viewstore.store.records import AppendResult, StoredView
 
@@ -133,7 +134,7 @@ def _read(store: EventStore, key: str) -> StoredView | None:
 def _as_list(decision: Decision) -> list[EventInput]:
     if decision is None:
         return []
-    if isinstance(decision, Event | dict | str | bytes | bytearray):
+    if isinstance(decision, BaseModel | dict | str | bytes | bytearray):  # Event included
         return [decision]
     return list(decision)
 

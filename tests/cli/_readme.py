@@ -16,6 +16,8 @@ KIND says which test runs it:
                       fresh test database's
 - ``postgres-reader`` run by test_sql_recipes.py: creates a login in ``viewstore_reader``
 - ``recipe NAME``     an SQL recipe, run by test_sql_recipes.py on SQLite and PostgreSQL
+- ``openhands``       Python needing the OpenHands SDK: run by
+                      tests/openhands/test_readme_example.py on SQLite and PostgreSQL
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-KINDS = {"skip", "python", "bash", "postgres-bash", "postgres-reader", "recipe"}
+KINDS = {"skip", "python", "bash", "postgres-bash", "postgres-reader", "recipe", "openhands"}
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```\s*$", re.S | re.M)
 _MARKER = re.compile(r"<!-- readme-test: ([\w-]+)(?: ([^>]*?))? -->\s*$")
 

@@ -20,11 +20,12 @@ from viewstore.cli.app import (
     pass_state,
     printable,
 )
-from viewstore.errors import ImportFileError, StorageError, ViewstoreError
-from viewstore.importers.export import write_conversation_folder
+from viewstore.errors import ConcurrencyError, ImportFileError, StorageError, ViewstoreError
+from viewstore.importers.export import stored_base_state, write_conversation_folder
 from viewstore.importers.openhands import (
     ConversationFolder,
     find_conversation_folders,
+    read_base_state,
     read_events,
 )
 
@@ -35,6 +36,7 @@ class Imported:
     events: int = 0
     appended: int = 0
     duplicates: int = 0
+    base_state: bool = False  # its base_state.json was stored
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -44,6 +46,7 @@ class Imported:
             "events": self.events,
             "appended": self.appended,
             "duplicates": self.duplicates,
+            "base_state": self.base_state,
             "error": self.error,
         }
 
@@ -52,6 +55,7 @@ def _import_one(state: Context, folder: ConversationFolder) -> Imported:
     result = Imported(folder)
     try:
         events = read_events(folder, max_bytes=state.store.max_event_bytes)
+        base_state = read_base_state(folder)
     except ImportFileError as error:
         result.error = f"{error.path}: {error.reason}"
         return result
@@ -65,7 +69,23 @@ def _import_one(state: Context, folder: ConversationFolder) -> Imported:
         return result
     result.appended = len(appended.appended)
     result.duplicates = len(appended.duplicates)
+    if base_state is not None:
+        result.base_state = _import_base_state(state, folder, base_state, len(events))
     return result
+
+
+def _import_base_state(state: Context, folder: ConversationFolder, text: str, count: int) -> bool:
+    """Store the folder's base state, describing its ``count`` events: skipped when the store
+    already holds it, or when the conversation has grown past the folder in the store (the
+    stored base state is then the newer one)."""
+    stored = state.store.base_state(folder.conversation_id)
+    if stored is not None and stored.payload == text and stored.at_version == count:
+        return True
+    try:
+        state.store.save_base_state(folder.conversation_id, text, at_version=count)
+    except ConcurrencyError:
+        return False
+    return True
 
 
 @cli.command("import")
@@ -145,9 +165,14 @@ def export(  # noqa: PLR0917 (click passes the options positionally by name)
         else:
             state.err.print(f"wrote {len(stored)} events to {out}")
         return
+    key = stored[0].conversation_id if stored else conversation
+    kept = state.store.base_state(key)
+    base_state = (
+        None if kept is None else stored_base_state(key, stored, kept.payload, kept.at_version)
+    )
     try:
         target = write_conversation_folder(
-            out, stored[0].conversation_id if stored else conversation, stored, overwrite=force
+            out, key, stored, overwrite=force, base_state=base_state
         )
     except ImportFileError as error:
         raise UserError(f"{error.path}: {error.reason}") from error

@@ -50,11 +50,30 @@ def event_file_name(index: int, event_id: str) -> str:
     return f"event-{index:05d}-{event_id}.json"
 
 
+def stored_base_state(
+    conversation_id: str, events: Sequence[StoredEvent], payload: str, at_version: int
+) -> dict[str, Any]:
+    """A base state kept by viewstore.openhands, with its HEAD moved onto the events its
+    writer had not seen (a writer that died between an event and its base state)."""
+    state: dict[str, Any] = json.loads(payload)
+    if at_version < len(events):
+        head = minimal_base_state(conversation_id, events)
+        state["leaf_event_id"] = head.get("leaf_event_id")
+        state["head_is_empty"] = head["head_is_empty"]
+    return state
+
+
 def write_conversation_folder(
-    out: Path, conversation_id: str, events: Sequence[StoredEvent], *, overwrite: bool = False
+    out: Path,
+    conversation_id: str,
+    events: Sequence[StoredEvent],
+    *,
+    overwrite: bool = False,
+    base_state: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``<out>/<conversation id>/`` in the SDK layout; event files hold the stored JSON
-    text byte for byte. Refuses to write into a non-empty folder unless ``overwrite``."""
+    text byte for byte. ``base_state`` is written as given, else a minimal one. Refuses to
+    write into a non-empty folder unless ``overwrite``."""
     try:
         new_conversation_key(conversation_id)
     except InvalidArgumentError as error:
@@ -79,7 +98,7 @@ def write_conversation_folder(
         _write_text(events_dir / event_file_name(index, event.event_id), event.payload_json)
     _create_empty(events_dir / LOCK_FILE)
     _create_empty(events_dir / f".eventlog-len-{len(events)}.marker")
-    state = minimal_base_state(conversation_id, events)
+    state = base_state if base_state is not None else minimal_base_state(conversation_id, events)
     _write_text(target / BASE_STATE, json.dumps(state, ensure_ascii=False))
     return out / conversation_id
 

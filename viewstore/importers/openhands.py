@@ -18,6 +18,7 @@ is imported.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -131,3 +132,19 @@ def read_events(folder: ConversationFolder, *, max_bytes: int | None = None) -> 
             )
         parsed.append(event)
     return parsed
+
+
+def read_base_state(folder: ConversationFolder) -> str | None:
+    """The folder's ``base_state.json`` as written (None if it has none); it must be a JSON
+    object inside the folder named, else ``ImportFileError``."""
+    path = folder.path / BASE_STATE
+    if not path.is_file():
+        return None
+    try:
+        text = folder.inside(path).read_text(encoding="utf-8")
+        value = json.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise ImportFileError(path, f"cannot read a JSON base state: {error}") from error
+    if not isinstance(value, dict):
+        raise ImportFileError(path, "the base state must be a JSON object")
+    return text

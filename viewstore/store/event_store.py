@@ -24,7 +24,18 @@ from viewstore.errors import (
 )
 from viewstore.events import Event, Role, parse_event
 from viewstore.projector import Projection, ProjectionState, needs_view, project
-from viewstore.store import audit, fast_path, migrate, reads, rows, slow
+from viewstore.store import (
+    audit,
+    base_state,
+    fast_path,
+    locks,
+    migrate,
+    reads,
+    resume_check,
+    rows,
+    slow,
+)
+from viewstore.store.base_state import BaseState
 from viewstore.store.catalogue import ConversationInfo, Order, check_options, read_catalogue
 from viewstore.store.engine import (
     WRITE,
@@ -453,6 +464,58 @@ class EventStore:
         check_limit(limit)
         with self._read() as conn:
             return read_feed(conn, after, limit)
+
+    # -- adapters: the OpenHands SDK's base state and lock (viewstore.openhands) --------
+
+    def save_base_state(
+        self, conversation_id: str | uuid.UUID, payload: str | bytes, *, at_version: int
+    ) -> int:
+        """Store a conversation's base state (the SDK's ``base_state.json``), in one
+        transaction; returns its revision.
+
+        ``at_version`` is the number of events the writer has seen: if the conversation has
+        moved on since, the snapshot is stale and ``ConcurrencyError`` is raised, nothing
+        written (a stale HEAD would detach the newer events from the active branch).
+        """
+        key = conversation_key(conversation_id)
+        text = base_state.check_payload(payload)
+        if isinstance(at_version, bool) or not isinstance(at_version, int) or at_version < 0:
+            raise InvalidArgumentError(
+                f"at_version must be a non-negative integer, got {at_version!r}"
+            )
+        with self._write() as conn:
+            return base_state.save(conn, key, text, at_version, datetime.now(UTC))
+
+    def base_state(self, conversation_id: str | uuid.UUID) -> BaseState | None:
+        """The newest base state with the conversation's version, or None if never written."""
+        key = conversation_key(conversation_id)
+        with self._read() as conn:
+            return base_state.load(conn, key)
+
+    def log_index(self, conversation_id: str | uuid.UUID) -> list[tuple[str, str, str | None]]:
+        """``(event_id, kind, parent_id)`` of every event in seq order, without payloads
+        (empty for an unknown conversation): what an adapter needs to list a log."""
+        key = conversation_key(conversation_id)
+        with self._read() as conn:
+            return reads.log_index(conn, key)
+
+    def live_equals_resume(self, conversation_id: str | uuid.UUID) -> bool:
+        """Whether the live view equals the resume view (``resume_view()``), decided from
+        narrow columns without reading a payload (see ``viewstore.store.resume_check``)."""
+        key = conversation_key(conversation_id)
+        with self._read() as conn:
+            reads.conversation_row(conn, key)
+            return resume_check.live_equals_resume(conn, key)
+
+    @contextmanager
+    def conversation_lock(
+        self, conversation_id: str | uuid.UUID, *, timeout: float = 30.0
+    ) -> Iterator[None]:
+        """Exclude other holders of this conversation's lock, in any process (see
+        ``viewstore.store.locks``); ``TimeoutError`` after ``timeout`` seconds."""
+        key = conversation_key(conversation_id)
+        with translated(), locks.conversation_lock(self.engine, key, timeout):
+            yield
 
     # -- audit --------------------------------------------------------------------------
 

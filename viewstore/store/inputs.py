@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from pydantic import BaseModel
 from sqlalchemy import String
 
 from viewstore.errors import InvalidArgumentError, InvalidEventError
 from viewstore.events import Event, Role, parse_event
 from viewstore.store.schema import condensation_forgotten, events, view_entries
 
-EventInput = Event | dict[str, Any] | str | bytes
+# BaseModel: an OpenHands SDK event object, stored as the SDK writes it (see parse_event).
+EventInput = Event | BaseModel | dict[str, Any] | str | bytes
 DEFAULT_MAX_EVENT_BYTES = 64 * 1024 * 1024
 MAX_CONVERSATION_ID_LENGTH = 255
 
@@ -112,11 +115,19 @@ def _check_lengths(event: Event, index: int) -> None:
 _TRAVERSAL_IDS = frozenset({".", ".."})
 
 
+# A UUID written with dashes (how OpenHands prints a ConversationID).
+_DASHED_UUID = re.compile(
+    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
+
+
 def conversation_key(conversation_id: str | uuid.UUID) -> str:
-    """Check a conversation id for a read (the lenient rule above); UUIDs are stored as 32
-    hex digits, as OpenHands names them."""
+    """Check a conversation id for a read (the lenient rule above); UUIDs, as objects or dashed
+    strings, are stored as 32 lowercase hex digits, as OpenHands names their folders."""
     if isinstance(conversation_id, uuid.UUID):
         return conversation_id.hex
+    if isinstance(conversation_id, str) and _DASHED_UUID.fullmatch(conversation_id):
+        return uuid.UUID(conversation_id).hex
     if not isinstance(conversation_id, str):
         raise InvalidArgumentError(
             f"conversation id must be a string, got {type(conversation_id).__name__}"
@@ -191,7 +202,7 @@ def _event_input(raw: object, max_bytes: int) -> Event:
 
 def parse_batch(events: EventInput | Iterable[EventInput], max_bytes: int) -> list[Event]:
     """Parse and check one append's events; the first bad one raises, naming its position."""
-    if isinstance(events, Event | dict | str | bytes | bytearray):
+    if isinstance(events, BaseModel | dict | str | bytes | bytearray):
         events = [events]
     elif not isinstance(events, Iterable):
         raise InvalidArgumentError(

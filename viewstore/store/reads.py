@@ -156,3 +156,10 @@ def _aware(value: datetime) -> datetime:
 
 def conversation_ids(conn: Connection) -> list[str]:
     return [row.id for row in conn.execute(select(conversations.c.id).order_by(conversations.c.id))]
+
+
+_LOG_INDEX = "SELECT event_id, kind, parent_id FROM events WHERE conversation_id = :c ORDER BY seq"
+
+
+def log_index(conn: Connection, conversation_id: str) -> list[tuple[str, str, str | None]]:
+    return [tuple(row) for row in _fetch(conn, _LOG_INDEX, {"c": conversation_id})]

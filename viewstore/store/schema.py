@@ -197,3 +197,19 @@ manipulation_indices = Table(
         sqlite_where=text("to_seq IS NULL"),
     ),
 )
+
+# The OpenHands SDK's base_state.json of a conversation (agent settings, stats, HEAD): not an
+# event, rewritten after most events, so one row per conversation holds the newest copy.
+# ``revision`` counts the writes; ``at_version`` is the conversation version the writer had
+# seen, which tells a reader which events the snapshot has not caught up with. No foreign key:
+# the SDK writes its first snapshot before the conversation's first event.
+base_states = Table(
+    "base_states",
+    metadata,
+    Column("conversation_id", CONVERSATION_ID, nullable=False),
+    Column("revision", BigInteger, nullable=False),
+    Column("at_version", BigInteger, nullable=False),
+    Column("payload", Text, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("conversation_id"),
+)

@@ -1,0 +1,199 @@
+"""The OpenHands SDK on viewstore against the SDK's own files (needs ``viewstore[openhands]``).
+
+    .venv/bin/python -m benchmarks.bench_openhands --url URL [--events N] [--repeat R]
+
+1. Resume: a conversation of N events (default 20,000; about 1.1 KiB each) whose view holds a
+   few hundred after a condensation every 400 events, resumed through ``open_conversation``
+   vs through the SDK's ``LocalFileStore`` (a ``LocalConversation`` over the same events and
+   base state, on local disk). Each side's median of R resumes, alternating; the target is
+   viewstore at least 10x faster.
+2. Per step: ``ConversationState.append_event`` (the SDK's persistence chokepoint: the event
+   file, then base_state.json with the new HEAD) through ``ViewstoreFileStore`` vs through
+   ``LocalFileStore``, in alternating blocks; cost ratio of the medians (target <= 1.5 on
+   SQLite).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("OPENHANDS_SUPPRESS_BANNER", "1")
+
+from openhands.sdk import Agent, LocalConversation, Message, MessageEvent, TextContent
+from openhands.sdk.conversation.state import ConversationState
+from openhands.sdk.event import Condensation
+from openhands.sdk.io import LocalFileStore
+from openhands.sdk.testing import TestLLM
+from openhands.sdk.workspace import LocalWorkspace
+
+from viewstore import EventStore
+from viewstore.openhands import ViewstoreFileStore, open_conversation
+
+TEXT = "lorem ipsum dolor sit amet " * 36  # about 1 KiB of message text
+
+
+def agent() -> Agent:
+    return Agent(llm=TestLLM.from_messages([]), tools=[])
+
+
+def message(i: int, parent: str | None) -> MessageEvent:
+    role = "user" if i % 2 else "assistant"
+    return MessageEvent(
+        source="user" if i % 2 else "agent",
+        llm_message=Message(role=role, content=[TextContent(text=f"{i} {TEXT}")]),
+        parent_id=parent,
+    )
+
+
+def history(count: int, every: int = 400) -> list[Any]:
+    """Messages with a condensation every ``every`` events forgetting all but the first
+    event and the newest 100 of the view: the view stays a few hundred long."""
+    events: list[Any] = []
+    view: list[str] = []
+    parent = None
+    for i in range(count):
+        if i and i % every == 0:
+            forgotten = view[1:-100]
+            event: Any = Condensation(
+                forgotten_event_ids=set(forgotten),
+                summary=f"summary {i}",
+                summary_offset=1,
+                llm_response_id=f"condense-{i}",
+                parent_id=parent,
+            )
+            view = [view[0], f"{event.id}-summary", *view[-100:]]
+        else:
+            event = message(i, parent)
+            view.append(event.id)
+        events.append(event)
+        parent = event.id
+    return events
+
+
+def build(url: str, folder: Path, count: int) -> uuid.UUID:
+    """The same conversation twice: an SDK folder in the SDK's layout (event files named and
+    serialized as its EventLog writes them, its own base_state.json with HEAD on the last
+    event), and the store, filled in batches as ``viewstore import`` fills it."""
+    cid = uuid.uuid4()
+    workspace = LocalWorkspace(working_dir=str(folder / "ws"))
+    fs = LocalFileStore(str(folder / cid.hex))
+    ConversationState.create(id=cid, agent=agent(), workspace=workspace, file_store=fs)
+    events = history(count)
+    (folder / cid.hex / "events").mkdir(exist_ok=True)
+    for index, event in enumerate(events):
+        name = f"event-{index:05d}-{event.id}.json"
+        (folder / cid.hex / "events" / name).write_text(event.model_dump_json(exclude_none=True))
+    base_state = json.loads(fs.read("base_state.json"))
+    base_state["leaf_event_id"] = events[-1].id
+    (folder / cid.hex / "base_state.json").write_text(json.dumps(base_state))
+    with EventStore(url) as store:
+        store.create_schema()
+        for start in range(0, len(events), 500):
+            store.append(cid, events[start : start + 500])
+        store.save_base_state(cid, json.dumps(base_state), at_version=len(events))
+    return cid
+
+
+def resume_times(url: str, folder: Path, cid: uuid.UUID, repeat: int) -> dict[str, Any]:
+    ws = str(folder / "ws")
+    sdk, ours = [], []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        conversation = LocalConversation(
+            agent=agent(),
+            workspace=ws,
+            conversation_id=cid,
+            file_store=LocalFileStore(str(folder / cid.hex)),
+            visualizer=None,
+        )
+        sdk_view = [e.id for e in conversation.state.view.events]
+        sdk.append(time.perf_counter() - started)
+        with EventStore(url) as store:
+            started = time.perf_counter()
+            conversation = open_conversation(store, agent(), ws, cid, visualizer=None)
+            view = [e.id for e in conversation.state.view.events]
+            ours.append(time.perf_counter() - started)
+        assert view == sdk_view, "the two resumes disagree"
+    sdk_s, ours_s = statistics.median(sdk), statistics.median(ours)
+    return {
+        "events": len(EventStore(url).events(cid)),
+        "view": len(view),
+        "sdk_local_file_store_s": sdk_s,
+        "open_conversation_s": ours_s,
+        "speedup": sdk_s / ours_s,
+    }
+
+
+def step_times(url: str, folder: Path, blocks: int, block: int) -> dict[str, Any]:
+    workspace = LocalWorkspace(working_dir=str(folder / "ws"))
+    states = {}
+    with EventStore(url) as store:
+        for side in ("files", "viewstore"):
+            cid = uuid.uuid4()
+            fs: Any = (
+                LocalFileStore(str(folder / cid.hex))
+                if side == "files"
+                else ViewstoreFileStore(store, cid)
+            )
+            states[side] = ConversationState.create(
+                id=cid, agent=agent(), workspace=workspace, file_store=fs
+            )
+        costs: dict[str, list[float]] = {"files": [], "viewstore": []}
+        for b in range(blocks):
+            for side in ("files", "viewstore") if b % 2 else ("viewstore", "files"):
+                state = states[side]
+                events = [message(i, None) for i in range(block)]
+                started = time.perf_counter()
+                for event in events:
+                    state.append_event(event)
+                costs[side].append((time.perf_counter() - started) / block)
+    files, ours = statistics.median(costs["files"]), statistics.median(costs["viewstore"])
+    return {"local_file_store_ms": files * 1e3, "viewstore_ms": ours * 1e3, "ratio": ours / files}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--blocks", type=int, default=10)
+    parser.add_argument("--block", type=int, default=50)
+    parser.add_argument("--output", type=Path)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch)
+        backend = EventStore(args.url).engine.dialect.name
+        cid = build(args.url, folder, args.events)
+        resume = resume_times(args.url, folder, cid, args.repeat)
+        print(
+            f"resume {resume['events']} events (view {resume['view']}): SDK files "
+            f"{resume['sdk_local_file_store_s']:.3f} s, open_conversation "
+            f"{resume['open_conversation_s']:.3f} s: {resume['speedup']:.1f}x faster",
+            flush=True,
+        )
+        step = step_times(args.url, folder, args.blocks, args.block)
+        print(
+            f"per-step persistence ({backend}): LocalFileStore {step['local_file_store_ms']:.3f}"
+            f" ms, ViewstoreFileStore {step['viewstore_ms']:.3f} ms: cost ratio "
+            f"{step['ratio']:.2f}",
+            flush=True,
+        )
+    result = {"backend": backend, "resume": resume, "step": step}
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

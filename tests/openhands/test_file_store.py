@@ -1,0 +1,172 @@
+"""``ViewstoreFileStore`` file by file: what each SDK file operation does to the store."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+pytest.importorskip("openhands.sdk", reason="openhands.sdk is not importable")
+
+from openhands.sdk import Message, MessageEvent, TextContent
+from sqlalchemy import event as sa_event
+
+from viewstore import ConcurrencyError, EventStore, InvalidArgumentError
+from viewstore.openhands import ViewstoreFileStore
+
+CID = uuid.UUID("5a3b1e00-0000-4000-8000-000000000001")
+
+
+def message(text: str, parent: str | None = None) -> MessageEvent:
+    return MessageEvent(
+        source="user",
+        llm_message=Message(role="user", content=[TextContent(text=text)]),
+        parent_id=parent,
+    )
+
+
+def file_name(index: int, event: MessageEvent) -> str:
+    return f"events/event-{index:05d}-{event.id}.json"
+
+
+@pytest.fixture
+def store(db_url: str) -> Any:
+    store = EventStore(db_url)
+    store.create_schema()
+    yield store
+    store.close()
+
+
+def test_event_file_write_is_an_append_at_the_file_index(store: EventStore) -> None:
+    fs = ViewstoreFileStore(store, CID)
+    first, second = message("one"), message("two")
+    fs.write(file_name(0, first), first.model_dump_json(exclude_none=True))
+    fs.write(file_name(1, second), second.model_dump_json(exclude_none=True))
+    assert store.view(CID.hex).event_ids == [first.id, second.id]
+    assert fs.seen_version == 2
+    # A writer that still believes the log has one event: refused, nothing written.
+    stale = ViewstoreFileStore(store, CID)
+    late = message("late")
+    with pytest.raises(ConcurrencyError) as caught:
+        stale.write(file_name(1, late), late.model_dump_json(exclude_none=True))
+    assert (caught.value.expected, caught.value.actual) == (1, 2)
+    assert store.version(CID) == 2
+
+
+def test_listing_and_reading_the_log_takes_a_few_queries(store: EventStore) -> None:
+    events = [message(f"m{i}") for i in range(600)]
+    store.append(CID, events)  # SDK event objects, stored as the SDK writes them
+    fs = ViewstoreFileStore(store, CID)
+    statements: list[str] = []
+    sa_event.listen(store.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    names = fs.list("events")
+    assert names == [file_name(i, e) for i, e in enumerate(events)]
+    # The SDK's resume walks the log from its end back to its start.
+    texts = [fs.read(name) for name in reversed(names)][::-1]
+    payload_reads = [s for s in statements if "events.payload" in s]
+    assert len(payload_reads) == 2, payload_reads  # windows of 256, then 512, around a miss
+    assert len(statements) <= 8, statements  # plus the listing and existence checks
+    for text, original in zip(texts, events, strict=True):
+        assert json.loads(text) == json.loads(original.model_dump_json(exclude_none=True))
+    with pytest.raises(FileNotFoundError):
+        fs.read(f"events/event-00000-{uuid.uuid4()}.json")  # right index, wrong id
+
+
+def test_sdk_event_objects_and_dashed_ids(store: EventStore) -> None:
+    event = message("hi")
+    store.append(str(CID), event, expected_version=0)  # dashed: normalised to the hex
+    assert store.conversations() == [CID.hex]
+    (stored,) = store.events(CID.hex)
+    assert stored.payload_json == json.dumps(
+        json.loads(event.model_dump_json(exclude_none=True)), separators=(",", ":")
+    )
+
+
+def test_base_state_is_versioned_and_refused_from_a_writer_behind(store: EventStore) -> None:
+    fs = ViewstoreFileStore(store, CID)
+    with pytest.raises(FileNotFoundError):
+        fs.read("base_state.json")
+    assert not fs.exists("base_state.json")
+    fs.write("base_state.json", '{"id": "x", "leaf_event_id": null}')
+    first = message("one")
+    fs.write(file_name(0, first), first.model_dump_json(exclude_none=True))
+    fs.write("base_state.json", json.dumps({"id": "x", "leaf_event_id": first.id}))
+    state = store.base_state(CID)
+    assert state is not None and (state.revision, state.at_version, state.behind) == (2, 1, 0)
+    stale = ViewstoreFileStore(store, CID)  # has seen no event
+    with pytest.raises(ConcurrencyError):
+        stale.write("base_state.json", '{"id": "x", "leaf_event_id": null}')
+    assert json.loads(fs.read("base_state.json"))["leaf_event_id"] == first.id
+    with pytest.raises(InvalidArgumentError):
+        fs.write("base_state.json", "[1, 2]")
+    assert store.base_state(CID).revision == 2  # type: ignore[union-attr]
+
+
+def test_base_state_read_catches_up_with_events_its_writer_did_not_see(
+    store: EventStore,
+) -> None:
+    fs = ViewstoreFileStore(store, CID)
+    first = message("one")
+    fs.write(file_name(0, first), first.model_dump_json(exclude_none=True))
+    fs.write("base_state.json", json.dumps({"id": "x", "leaf_event_id": first.id}))
+    # The process died after writing its next event, before the base state that follows it.
+    second = message("two", parent=first.id)
+    fs.write(file_name(1, second), second.model_dump_json(exclude_none=True))
+    state = json.loads(ViewstoreFileStore(store, CID).read("base_state.json"))
+    assert state["leaf_event_id"] == second.id
+    assert state["last_user_message_id"] == second.id
+    assert store.base_state(CID).behind == 1  # type: ignore[union-attr]  # stored as written
+
+
+def test_markers_other_paths_and_deletes(store: EventStore) -> None:
+    fs = ViewstoreFileStore(store, CID)
+    first = message("one")
+    assert not fs.exists(file_name(0, first))  # no conversation yet: no file, no error
+    with pytest.raises(FileNotFoundError):
+        fs.read(file_name(0, first))
+    assert fs.list("events") == []
+    assert fs.exists("events/.eventlog-len-0.marker")
+    fs.write("events/.eventlog-len-1.marker", "")  # kept nowhere
+    assert not fs.exists("events/.eventlog-len-1.marker")
+    fs.delete("events/.eventlog-len-0.marker")
+    with pytest.raises(InvalidArgumentError):
+        fs.write("notes/other.txt", "x")
+    fs.write(file_name(0, first), first.model_dump_json(exclude_none=True))
+    assert fs.exists(file_name(0, first)) and fs.exists("events")
+    assert fs.list("") == ["events/"]
+    with pytest.raises(InvalidArgumentError):
+        fs.delete(file_name(0, first))
+    assert store.version(CID) == 1
+
+
+_HOLD_LOCK = """
+import sys, time
+from viewstore import EventStore
+store = EventStore(sys.argv[1])
+with store.conversation_lock(sys.argv[2]):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[3]))
+"""
+
+
+def test_lock_excludes_another_process(store: EventStore, db_url: str) -> None:
+    fs = ViewstoreFileStore(store, CID)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_LOCK, db_url, CID.hex, "3"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        with pytest.raises(TimeoutError), fs.lock("events/.eventlog.lock", timeout=0.3):
+            pass
+        assert time.monotonic() - started >= 0.3
+        with fs.lock("events/.eventlog.lock", timeout=20):  # free once the holder is done
+            assert holder.poll() is not None or time.monotonic() - started < 20
+    finally:
+        holder.kill()
+        holder.wait()

@@ -1,0 +1,217 @@
+"""``ViewstoreFileStore``: the OpenHands SDK's ``FileStore``, over an ``EventStore``.
+
+The SDK persists a conversation through a ``FileStore`` scoped to the conversation's folder:
+``base_state.json``, ``events/event-NNNNN-<id>.json`` (one per event, NNNNN its index), a lock
+file and a length marker. Here each of those maps onto the store:
+
+- an event file write is ``append(..., expected_version=NNNNN)``: the index *is* the version
+  the event lands at, so a second process that appends to the same conversation gets
+  ``ConcurrencyError`` instead of silently forking the conversation tree;
+- listing ``events/`` is one query of ids; reading event files fetches their payloads in a few
+  growing windows (one query serves many files, never one query per file);
+- ``base_state.json`` is a row of its own, refused when written by a process that fell behind
+  (``EventStore.save_base_state``), and caught up on read when its writer died between an
+  event and the base state that follows it (``sdk_internals.catch_up``);
+- the lock file is ``EventStore.conversation_lock``, a lock across processes;
+- the length marker tells ``EventLog`` whether another process appended since it last looked.
+  Here the answer is always "no": if one did, the append's expected version catches it (a
+  marker would instead make the SDK resynchronise and write on top, a sibling branch).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from openhands.sdk.context.view import View
+from openhands.sdk.io import FileStore
+
+from viewstore.errors import ConversationNotFoundError, InvalidArgumentError
+from viewstore.openhands import sdk_internals as sdk
+from viewstore.store import EventStore
+from viewstore.store.inputs import conversation_key
+
+_FIRST_WINDOW = 256  # events per read query at first; doubles on each later miss
+_MAX_WINDOW = 65_536
+
+
+class ViewstoreFileStore(FileStore):
+    """One conversation's SDK files, kept in ``store`` (pass as ``file_store=``)."""
+
+    def __init__(self, store: EventStore, conversation_id: str | uuid.UUID) -> None:
+        self.store = store
+        self.conversation_id = conversation_key(conversation_id)
+        self._seen = 0  # events the SDK's EventLog has listed or written through us
+        self._texts: dict[int, tuple[str, str]] = {}  # index -> (event id, JSON) fetched
+        self._window = _FIRST_WINDOW
+        self._index: list[tuple[str, str, str | None]] | None = None  # as last listed
+
+    @property
+    def seen_version(self) -> int:
+        """How many events the SDK has listed or written through this file store."""
+        return self._seen
+
+    # -- FileStore ----------------------------------------------------------------------
+
+    def write(self, path: str, contents: str | bytes) -> None:
+        name = _relative(path)
+        if name == sdk.BASE_STATE:
+            self.store.save_base_state(self.conversation_id, contents, at_version=self._seen)
+            return
+        folder, _, file = name.rpartition("/")
+        if folder == sdk.EVENTS_DIR and sdk.MARKER_RE.match(file):
+            return  # see the module docstring
+        match = sdk.EVENT_NAME_RE.match(file) if folder == sdk.EVENTS_DIR else None
+        if match is None:
+            raise InvalidArgumentError(
+                f"viewstore keeps only {sdk.BASE_STATE} and event files, not {path!r}"
+            )
+        index = int(match.group("idx"))
+        result = self.store.append(self.conversation_id, contents, expected_version=index)
+        if result.appended and result.appended[0] != match.group("event_id"):
+            raise InvalidArgumentError(  # pragma: no cover - the SDK names files by event id
+                f"event file {path!r} holds event {result.appended[0]!r}"
+            )
+        self._seen = max(self._seen, index + 1)
+
+    def read(self, path: str) -> str:
+        name = _relative(path)
+        if name == sdk.BASE_STATE:
+            return self._read_base_state(path)
+        folder, _, file = name.rpartition("/")
+        match = sdk.EVENT_NAME_RE.match(file) if folder == sdk.EVENTS_DIR else None
+        if match is None:
+            raise FileNotFoundError(path)
+        index = int(match.group("idx"))
+        if index not in self._texts:
+            self._fetch_around(index)
+        # Handed out once: the SDK's EventLog keeps the parsed event from then on.
+        event_id, text = self._texts.pop(index, ("", ""))
+        if event_id != match.group("event_id"):
+            raise FileNotFoundError(path)
+        return text
+
+    def list(self, path: str) -> list[str]:
+        name = _relative(path)
+        if name == sdk.EVENTS_DIR:
+            self._index = self.store.log_index(self.conversation_id)
+            ids = [event_id for event_id, _, _ in self._index]
+            self._seen = len(ids)
+            prefix = path.rstrip("/")
+            return [f"{prefix}/{sdk.event_file_name(i, e)}" for i, e in enumerate(ids)]
+        if name == "":
+            found = []
+            if self.store.base_state(self.conversation_id) is not None:
+                found.append(sdk.BASE_STATE)
+            if self.store.log_index(self.conversation_id):
+                found.append(f"{sdk.EVENTS_DIR}/")
+            return found
+        return []
+
+    def delete(self, path: str) -> None:
+        folder, _, file = _relative(path).rpartition("/")
+        if folder == sdk.EVENTS_DIR and sdk.MARKER_RE.match(file):
+            return
+        raise InvalidArgumentError(f"the viewstore log is append-only: cannot delete {path!r}")
+
+    def exists(self, path: str) -> bool:
+        name = _relative(path)
+        if name == sdk.BASE_STATE:
+            return self.store.base_state(self.conversation_id) is not None
+        if name in ("", sdk.EVENTS_DIR):
+            return bool(self.store.log_index(self.conversation_id))
+        folder, _, file = name.rpartition("/")
+        if folder != sdk.EVENTS_DIR:
+            return False
+        marker = sdk.MARKER_RE.match(file)
+        if marker is not None:
+            return int(marker.group("n")) == self._seen  # see the module docstring
+        return file == sdk.LOCK_FILE_NAME or self._event_file_exists(file)
+
+    def get_absolute_path(self, path: str) -> str:
+        # Not a file system path: there is no file. The SDK itself never asks.
+        return f"viewstore:{self.conversation_id}/{_relative(path)}"
+
+    @contextmanager
+    def lock(self, path: str, timeout: float = 30.0) -> Iterator[None]:
+        with self.store.conversation_lock(self.conversation_id, timeout=timeout):
+            yield
+
+    # -- resume at the cost of the view ---------------------------------------------------
+
+    def resume_view(self, leaf: str | None, length: int) -> View | None:
+        """The stored live view for the SDK to resume with, when it is what the SDK would
+        compute: the log is one linear branch ending at ``leaf``, unchanged since it was
+        listed, and the live view equals the resume view. Otherwise None (the SDK rebuilds)."""
+        index = self._index
+        if not index or len(index) != length or leaf is None or not _linear(index, leaf):
+            return None
+        stored = self.store.view(self.conversation_id)
+        if stored.version != length or not self.store.live_equals_resume(self.conversation_id):
+            return None
+        return sdk.stored_view(
+            stored.payloads, stored.manipulation_indices, stored.unhandled_condensation_request
+        )
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _event_file_exists(self, file: str) -> bool:
+        match = sdk.EVENT_NAME_RE.match(file)
+        if match is None:
+            return False
+        try:
+            found = self.store.events(
+                self.conversation_id, after=int(match.group("idx")), limit=1
+            )
+        except ConversationNotFoundError:
+            return False
+        return bool(found) and found[0].event_id == match.group("event_id")
+
+    def _read_base_state(self, path: str) -> str:
+        state = self.store.base_state(self.conversation_id)
+        if state is None:
+            raise FileNotFoundError(path)
+        if state.behind <= 0:
+            return state.payload
+        later = self.store.events(self.conversation_id, after=state.at_version)
+        return sdk.catch_up(state.payload, [event.payload for event in later])
+
+    def _fetch_around(self, index: int) -> None:
+        """Fetch the payloads of a window of events around ``index`` in one query. A resume
+        walks the log backwards from HEAD, a scan forwards: both are served by a window
+        centred on the miss, doubled on each miss so a whole walk costs a few queries."""
+        first = max(0, index - self._window)
+        try:
+            stored = self.store.events(
+                self.conversation_id, after=first, limit=2 * self._window + 1
+            )
+        except ConversationNotFoundError:
+            return  # no events: the read finds no file
+        for event in stored:
+            self._texts.setdefault(event.seq - 1, (event.event_id, event.payload_json))
+        self._window = min(2 * self._window, _MAX_WINDOW)
+
+
+def _linear(index: list[tuple[str, str, str | None]], leaf: str) -> bool:
+    """Each event's parent is the tree node before it, and HEAD is the last tree node."""
+    previous = None
+    for event_id, kind, parent_id in index:
+        if parent_id != previous:
+            return False
+        if kind != sdk.STATE_UPDATE_KIND:
+            previous = event_id
+    return previous == leaf
+
+
+def _serve_resume_view(fs: object, leaf: str | None, length: int) -> View | None:
+    return fs.resume_view(leaf, length) if isinstance(fs, ViewstoreFileStore) else None
+
+
+sdk.install_resume_hook(_serve_resume_view)
+
+
+def _relative(path: str) -> str:
+    """The SDK's paths are relative to the conversation folder; LocalFileStore strips a
+    leading slash and treats backslashes as separators, and so do we."""
+    return path.replace("\\", "/").strip("/")

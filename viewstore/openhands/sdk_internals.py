@@ -1,0 +1,140 @@
+"""Everything viewstore.openhands relies on that the OpenHands SDK does not promise.
+
+Pinned to openhands-sdk 1.57 (``viewstore[openhands]``) and tested against it by
+tests/openhands/test_sdk_internals.py. Keep every such dependency in this module:
+
+- the persistence layout of ``EventLog``: the ``events`` folder, the event file name pattern
+  and the regular expression its scan accepts, the ``base_state.json`` name, the lock file
+  name and the length-marker pattern (``openhands.sdk.conversation.persistence_const`` and
+  ``openhands.sdk.conversation.event_store``);
+- how ``ConversationState.append_event`` moves HEAD: every event except a
+  ``ConversationStateUpdateEvent`` becomes ``leaf_event_id`` (and clears ``head_is_empty``),
+  and ``LocalConversation`` records a user ``MessageEvent`` as ``last_user_message_id``;
+  ``catch_up`` replays that onto a base state that missed the last events;
+- resuming at the cost of the view: ``ConversationState.create`` calls ``rebuild_view()`` on a
+  resumed state, which parses the whole active branch. ``install_resume_hook`` wraps that
+  method (for every state, once) so that a state persisted by viewstore may instead receive
+  a prepared view: it sets the private ``_view`` and ``_view_branch_leaf`` exactly as
+  ``rebuild_view`` does, after reading ``_fs``, ``_events`` and ``_resolve_active_leaf()``.
+  ``StoredIndicesView`` is an SDK ``View`` that answers ``manipulation_indices`` from the
+  stored rows until its events change;
+- importing ``openhands.sdk`` sets the root logger to INFO (``LOG_LEVEL``), which would make
+  SQLAlchemy log every statement the store runs: its loggers are held at WARNING below,
+  unless the application set their level itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Sequence
+from importlib.metadata import version
+from typing import Any
+
+from openhands.sdk.context.view import View
+from openhands.sdk.context.view.manipulation_indices import ManipulationIndices
+from openhands.sdk.conversation import event_store as _event_store
+from openhands.sdk.conversation import persistence_const as _const
+from openhands.sdk.conversation.state import ConversationState
+from openhands.sdk.event.base import Event as SdkEvent
+from pydantic import PrivateAttr
+
+SUPPORTED = "1.57"
+SDK_VERSION = version("openhands-sdk")
+if not SDK_VERSION.startswith(SUPPORTED + "."):  # pragma: no cover - the extra pins it
+    raise ImportError(
+        f"viewstore.openhands supports openhands-sdk {SUPPORTED}.x, found {SDK_VERSION}"
+    )
+
+BASE_STATE: str = _const.BASE_STATE
+EVENTS_DIR: str = _const.EVENTS_DIR
+EVENT_NAME_RE: re.Pattern[str] = _const.EVENT_NAME_RE
+EVENT_FILE_PATTERN: str = _const.EVENT_FILE_PATTERN
+LOCK_FILE_NAME: str = _event_store.LOCK_FILE_NAME
+MARKER_RE = re.compile(
+    "^" + re.escape(_event_store.LENGTH_MARKER_PATTERN).replace(r"\{length\}", r"(?P<n>\d+)") + "$"
+)
+
+STATE_UPDATE_KIND = "ConversationStateUpdateEvent"
+
+for _name in ("sqlalchemy", "sqlalchemy.engine", "sqlalchemy.pool"):
+    _logger = logging.getLogger(_name)
+    if _logger.level in (logging.NOTSET, logging.getLogger().level):  # the SDK's doing
+        _logger.setLevel(logging.WARNING)
+
+
+def event_file_name(index: int, event_id: str) -> str:
+    return EVENT_FILE_PATTERN.format(idx=index, event_id=event_id)
+
+
+def catch_up(base_state: str, later_events: list[dict[str, Any]]) -> str:
+    """The base state as ``ConversationState`` would have saved it after ``later_events``.
+
+    The SDK writes an event, then its base state with the new HEAD; a process that dies in
+    between leaves a base state whose HEAD misses the event, and a resume would then drop it
+    from the active branch and fork the next event off the old HEAD. Replaying the HEAD moves
+    closes that window.
+    """
+    state: dict[str, Any] = json.loads(base_state)
+    for event in later_events:
+        if event.get("kind") == STATE_UPDATE_KIND:
+            continue
+        state["leaf_event_id"] = event["id"]
+        state["head_is_empty"] = False
+        if event.get("kind") == "MessageEvent" and event.get("source") == "user":
+            state["last_user_message_id"] = event["id"]
+    return json.dumps(state, ensure_ascii=False)
+
+
+class StoredIndicesView(View):
+    """An SDK ``View`` built from stored rows: its manipulation indices are the stored ones
+    for as long as its event list is the one it was built with, unchanged in length (an
+    append grows the list, a condensation replaces it); then the SDK computes them."""
+
+    _stored_indices: frozenset[int] = PrivateAttr(default=frozenset())
+    _stored_events: Any = PrivateAttr(default=None)
+    _stored_length: int = PrivateAttr(default=-1)
+
+    @property
+    def manipulation_indices(self) -> ManipulationIndices:
+        if self.events is self._stored_events and len(self.events) == self._stored_length:
+            return ManipulationIndices(self._stored_indices)
+        return super().manipulation_indices
+
+
+def stored_view(payloads: Sequence[str], indices: Sequence[int], unhandled: bool) -> View:
+    """The SDK view of stored view payloads (summaries included), with stored indices."""
+    view = StoredIndicesView(
+        events=[SdkEvent.model_validate_json(payload) for payload in payloads],
+        unhandled_condensation_request=unhandled,
+    )
+    view._stored_indices = frozenset(indices)
+    view._stored_events = view.events
+    view._stored_length = len(view.events)
+    return view
+
+
+#: Given a state's file store, its HEAD and its log length: a view to resume with, or None
+#: to let the SDK rebuild it.
+ResumeProvider = Callable[[Any, str | None, int], View | None]
+
+
+def install_resume_hook(provider: ResumeProvider) -> None:
+    """Wrap ``ConversationState.rebuild_view`` once so ``provider`` may serve the view."""
+    original = ConversationState.rebuild_view
+    if getattr(original, "_viewstore_hook", False):
+        return
+
+    def rebuild_view(self: ConversationState) -> None:
+        with self._view_lock:
+            leaf = self._resolve_active_leaf()
+            view = provider(self._fs, leaf, len(self._events))
+            if view is None:
+                original(self)
+                return
+            self._view = view
+            self._view_branch_leaf = leaf
+
+    rebuild_view._viewstore_hook = True  # type: ignore[attr-defined]
+    ConversationState.rebuild_view = rebuild_view  # type: ignore[method-assign]

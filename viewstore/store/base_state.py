@@ -1,0 +1,119 @@
+"""Row-level SQL for a conversation's base state (the OpenHands SDK's ``base_state.json``).
+
+Like ``rows``, every function takes an open ``Connection`` and never commits.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Connection, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from viewstore.errors import ConcurrencyError, InvalidArgumentError
+from viewstore.store import rows
+from viewstore.store.schema import base_states, conversations
+
+
+@dataclass(frozen=True)
+class BaseState:
+    """The newest base state of a conversation, and how far behind its log it may be."""
+
+    conversation_id: str
+    payload: str  # the JSON text as written
+    revision: int  # 1 for the first write, +1 for each later one
+    at_version: int  # the conversation version its writer had seen
+    version: int  # the conversation version when this was read
+
+    @property
+    def behind(self) -> int:
+        """Events appended after the snapshot was taken (a writer that died in between)."""
+        return self.version - self.at_version
+
+
+def check_payload(payload: str | bytes) -> str:
+    if isinstance(payload, bytes | bytearray):
+        try:
+            payload = bytes(payload).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InvalidArgumentError(f"base state is not valid UTF-8: {e.reason}") from e
+    if not isinstance(payload, str):
+        raise InvalidArgumentError(f"base state must be JSON text, got {type(payload).__name__}")
+    try:
+        value = json.loads(payload)
+    except ValueError as e:
+        raise InvalidArgumentError(f"base state is not valid JSON: {e}") from e
+    if not isinstance(value, dict):
+        raise InvalidArgumentError("base state must be a JSON object")
+    if "\x00" in payload:  # PostgreSQL text cannot hold it; JSON escapes it anyway
+        raise InvalidArgumentError("base state must not contain a raw NUL character")
+    return payload
+
+
+def save(
+    conn: Connection, conversation_id: str, payload: str, at_version: int, now: datetime
+) -> int:
+    """Store a new base state written by someone who had seen ``at_version`` events.
+
+    The conversation row is locked first (as an append locks it), so a snapshot from a writer
+    that fell behind (another process appended meanwhile) is refused with ``ConcurrencyError``
+    instead of overwriting a newer HEAD. Returns the new revision.
+    """
+    row = rows.lock_conversation(conn, conversation_id)
+    version = 0 if row is None else int(row.version)
+    if at_version != version:
+        raise ConcurrencyError(conversation_id, at_version, version)
+    current = conn.execute(
+        select(base_states.c.revision).where(base_states.c.conversation_id == conversation_id)
+    ).scalar()
+    values = {"at_version": at_version, "payload": payload, "updated_at": now}
+    if current is None:
+        first = {"conversation_id": conversation_id, "revision": 1, **values}
+        if conn.dialect.name == "postgresql":
+            # Before the first event there is no conversation row to lock: two creators may
+            # race here, and the later snapshot simply wins (their first appends then decide).
+            statement = pg_insert(base_states).values(first)
+            conn.execute(
+                statement.on_conflict_do_update(
+                    index_elements=[base_states.c.conversation_id],
+                    set_={**values, "revision": base_states.c.revision + 1},
+                )
+            )
+        else:  # SQLite: BEGIN IMMEDIATE already serializes every writer
+            conn.execute(insert(base_states).values(first))
+        return 1
+    conn.execute(
+        update(base_states)
+        .where(base_states.c.conversation_id == conversation_id)
+        .values(revision=base_states.c.revision + 1, **values)
+    )
+    return int(current) + 1
+
+
+def load(conn: Connection, conversation_id: str) -> BaseState | None:
+    query = (
+        select(
+            base_states.c.payload,
+            base_states.c.revision,
+            base_states.c.at_version,
+            conversations.c.version,
+        )
+        .select_from(
+            base_states.outerjoin(
+                conversations, conversations.c.id == base_states.c.conversation_id
+            )
+        )
+        .where(base_states.c.conversation_id == conversation_id)
+    )
+    row = conn.execute(query).first()
+    if row is None:
+        return None
+    return BaseState(
+        conversation_id=conversation_id,
+        payload=row.payload,
+        revision=int(row.revision),
+        at_version=int(row.at_version),
+        version=int(row.version or 0),
+    )
