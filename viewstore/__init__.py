@@ -6,6 +6,7 @@ transaction as every append.
 """
 
 from viewstore.errors import (
+    CheckpointError,
     ConcurrencyError,
     ConversationNotFoundError,
     DuplicateEventError,
@@ -25,6 +26,7 @@ from viewstore.view import ManipulationIndices, View
 
 __all__ = [
     "AppendResult",
+    "CheckpointError",
     "ConcurrencyError",
     "ConversationNotFoundError",
     "DuplicateEventError",

@@ -9,53 +9,79 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
-from sqlalchemy import Connection, delete
+from sqlalchemy import Connection, Row, delete
 
 from viewstore.chain import GENESIS, chain_hash
 from viewstore.events import Event, parse_event
 from viewstore.projector import Projection, ViewEntry, project_from_scratch
-from viewstore.store import reads, rows
-from viewstore.store.records import ConversationReport, StoredEvent, VerifyReport
+from viewstore.store import anchors, derived, reads, rows
+from viewstore.store.anchors import Checkpoint, Head
+from viewstore.store.records import ConversationReport, VerifyReport
 from viewstore.store.schema import manipulation_indices, view_entries
 from viewstore.store.stored_events import envelope
 from viewstore.view import View, full_indices
 
 
-def verify(conn: Connection, keys: Sequence[str] | None) -> VerifyReport:
+def verify(
+    conn: Connection, keys: Sequence[str] | None, against: Checkpoint | None = None
+) -> VerifyReport:
     report = VerifyReport()
-    for key in keys if keys is not None else reads.conversation_ids(conn):
-        report.conversations.append(verify_conversation(conn, key))
+    present = reads.conversation_ids(conn)
+    if keys is None:
+        keys = present
+        missing = [] if against is None else sorted(set(against.heads) - set(present))
+    else:
+        known = set(present)
+        missing = [key for key in keys if key not in known and against and key in against.heads]
+        keys = [key for key in keys if key not in missing]
+    for key in keys:
+        anchor = None if against is None else against.heads.get(key)
+        report.conversations.append(verify_conversation(conn, key, anchor, against))
+    for key in missing:
+        assert against is not None
+        report.conversations.append(anchors.missing(conn, key, against))
     return report
 
 
-def verify_conversation(conn: Connection, key: str) -> ConversationReport:
+def verify_conversation(
+    conn: Connection,
+    key: str,
+    anchor: Head | None = None,
+    checkpoint: Checkpoint | None = None,
+) -> ConversationReport:
     conv = reads.conversation_row(conn, key)
-    stored = reads.read_events(conn, key)
+    stored = derived.log_rows(conn, key)
     report = ConversationReport(conversation_id=key, version=conv.version)
+    if anchor is not None and checkpoint is not None:
+        report.problems.extend(anchors.compare(stored, anchor, checkpoint))
     _check_log(conv.version, conv.last_hash, stored, report)
     try:
-        log = [(event.seq, parse_event(event.payload_json)) for event in stored]
+        log = [(row.seq, parse_event(row.payload)) for row in stored]
     except ValueError as error:
         report.problems.append(f"a stored payload no longer parses: {error}")
         return report
     expected = project_from_scratch(log)
+    report.problems.extend(derived.event_columns(stored, log))
+    report.problems.extend(derived.times_and_feed(conv, stored))
+    report.problems.extend(derived.condensation_rows(conn, key, log))
+    report.problems.extend(derived.forgotten_rows(conn, key, log, expected.forgotten))
     _check_rows(conn, key, expected, report)
-    if rows.state_from_row(conv) != expected.state:
-        report.problems.append("the conversation's carried projection state differs from replay")
+    report.problems.extend(derived.conversation_columns(conv, expected.state))
     _check_view(log, report)
     return report
 
 
 def _check_log(
-    version: int, last_hash: str, stored: list[StoredEvent], report: ConversationReport
+    version: int, last_hash: str, stored: Sequence[Row[Any]], report: ConversationReport
 ) -> None:
     previous = GENESIS
     for expected_seq, event in enumerate(stored, start=1):
         if event.seq != expected_seq:
             report.problems.append(f"seq {expected_seq} is missing from the log")
             return
-        previous = chain_hash(previous, event.seq, event.event_id, event.payload_json)
+        previous = chain_hash(previous, event.seq, event.event_id, event.payload)
         if previous != event.hash:
             report.problems.append(
                 f"hash chain broken at seq {event.seq} (event {event.event_id!r}): the event "

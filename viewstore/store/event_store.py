@@ -24,7 +24,7 @@ from viewstore.errors import (
 )
 from viewstore.events import Event, Role, parse_event
 from viewstore.projector import Projection, ProjectionState, needs_view, project
-from viewstore.store import audit, fast_path, reads, rows
+from viewstore.store import anchors, audit, fast_path, reads, rows
 from viewstore.store.engine import WRITE, create_engine_for, default_url
 from viewstore.store.feed import FeedEntry, check_limit, decode_cursor, read_feed
 from viewstore.store.inputs import (
@@ -192,7 +192,10 @@ class EventStore:
             # the version and dedupe checks below see what a concurrent first append wrote.
             row = rows.create_conversation(conn, key, now)
         version = 0 if row is None else row.version
-        tail = None if row is None else fast_path.Tail(rows.state_from_row(row), row.last_hash)
+        tail = None
+        if row is not None:
+            now = rows.not_before(now, row.updated_at)
+            tail = fast_path.Tail(rows.state_from_row(row), row.last_hash, row.updated_at)
         if expected is not None and expected != version:
             retry = self._as_retry(conn, key, batch, expected, version)
             if retry is not None:
@@ -234,7 +237,7 @@ class EventStore:
             first_seq=version + 1,
             rows_written=projection.rows_written,
         )
-        return result, fast_path.Tail(projection.state, last_hash)
+        return result, fast_path.Tail(projection.state, last_hash, now)
 
     def _as_retry(
         self, conn: Connection, key: str, batch: list[Event], expected: int, version: int
@@ -348,11 +351,27 @@ class EventStore:
 
     # -- audit --------------------------------------------------------------------------
 
-    def verify(self, conversation_id: str | uuid.UUID | None = None) -> VerifyReport:
-        """Check the hash chain and that every view and index row equals a pure replay."""
+    def verify(
+        self, conversation_id: str | uuid.UUID | None = None, *, against: Any = None
+    ) -> VerifyReport:
+        """Check the hash chain, that every column derived from the log equals what the log
+        says, and that every view and index row equals a pure replay.
+
+        ``against``: a checkpoint (``checkpoint()``'s dict or its JSON text). Every history it
+        saw must still be there, unchanged up to its head, under the same conversation id;
+        ``CheckpointError`` if it is not a checkpoint or its digest does not match.
+        """
         keys = None if conversation_id is None else [conversation_key(conversation_id)]
+        anchor = None if against is None else anchors.parse(against)
         with self._read() as conn:
-            return audit.verify(conn, keys)
+            return audit.verify(conn, keys, anchor)
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The chain head (seq, hash, recorded time) of every conversation, one digest over
+        them all and the time, as a JSON-serialisable dict: keep it outside the database and
+        pass it to ``verify(against=...)`` later (see docs/threat-model.md)."""
+        with self._read() as conn:
+            return anchors.take(conn)
 
     def rebuild(self, conversation_id: str | uuid.UUID | None = None) -> int:
         """Rewrite the view and index rows of one or every conversation from the log."""
