@@ -119,8 +119,8 @@ def conversation_columns(conv: Row[Any], state: ProjectionState) -> list[str]:
         have = getattr(conv, column)
         if have != want:
             found.append(
-                "the conversation's carried projection state differs from replay: "
-                f"conversations.{column} is {show(have)}, replay says {show(want)}"
+                f"conversations.{column} is {show(have)}, replay says {show(want)} (the "
+                "carried projection state differs from replay)"
             )
     return found
 
