@@ -12,6 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Engine, make_url
 
 from viewstore import EventStore
+from viewstore.store.roles import role_names
 
 
 @pytest.fixture(
@@ -41,3 +42,5 @@ def module_store(
     finally:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            for role in role_names(name).values():
+                conn.execute(text(f'DROP ROLE IF EXISTS "{role}"'))
