@@ -192,3 +192,31 @@ def test_many_differences_are_counted_past_the_listed_ones(db_url: str) -> None:
         assert len(problems) == 21
         assert problems[0] == "c: seq 1: events.source is 'agent', the payload says 'user'"
         assert problems[-1] == "c: ... and 10 more differing event columns"
+
+
+FUTURE = {"sqlite": "2999-01-01 00:00:00.000000", "postgresql": "2999-01-01 00:00:00+00:00"}
+
+
+def test_recorded_at_never_goes_back_after_a_writer_with_a_fast_clock(db_url: str) -> None:
+    """A writer whose clock runs ahead records its append in the future; the next appends (the
+    ordinary path, then the fast path) record at least that time, so the order verify checks
+    holds whatever the writers' clocks."""
+    with EventStore(db_url) as first:
+        first.create_schema()
+        first.append("c", [message("m1"), message("m2")])
+    engine = create_engine(db_url)
+    try:
+        with engine.begin() as conn, guard_off(conn):
+            future = FUTURE[conn.dialect.name]
+            conn.execute(text("UPDATE events SET recorded_at = :t WHERE seq = 2"), {"t": future})
+            conn.execute(text("UPDATE conversations SET updated_at = :t"), {"t": future})
+    finally:
+        engine.dispose()
+    with EventStore(db_url) as store:
+        assert store.verify().ok
+        store.append("c", message("m3"))  # ordinary path: reads the row
+        store.append("c", message("m4"))  # fast path: from what the last append left
+        times = [e.recorded_at for e in store.events("c")]
+        assert times[1].year == 2999
+        assert times[1] <= times[2] <= times[3]
+        assert store.verify().ok, store.verify().render()
