@@ -33,8 +33,8 @@ def verify(
         keys = present
         missing = [] if against is None else sorted(set(against.heads) - set(present))
     else:
-        known = set(present)
-        missing = [key for key in keys if key not in known and against and key in against.heads]
+        anchored = set() if against is None else set(against.heads)
+        missing = [key for key in keys if key not in set(present) and key in anchored]
         keys = [key for key in keys if key not in missing]
     for key in keys:
         anchor = None if against is None else against.heads.get(key)
