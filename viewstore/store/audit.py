@@ -2,7 +2,9 @@
 
 The projector is deterministic in the log alone (not in how it was split into appends), so the
 rows a conversation should have are exactly ``project_from_scratch(log)``: verify compares every
-view and index row, alive or closed, with that; rebuild writes it.
+view and index row, alive or closed, with that; rebuild writes it. Verify also checks the hash
+chain, every other column the log determines (``derived``), and, given a checkpoint, that the
+history it saw is still there unchanged (``anchors``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from viewstore.chain import GENESIS, chain_hash
 from viewstore.events import Event, parse_event
 from viewstore.projector import Projection, ViewEntry, project_from_scratch
 from viewstore.store import anchors, derived, reads, rows
-from viewstore.store.anchors import Checkpoint, Head
+from viewstore.store.anchors import Checkpoint
 from viewstore.store.records import ConversationReport, VerifyReport
 from viewstore.store.schema import manipulation_indices, view_entries
 from viewstore.store.stored_events import envelope
@@ -37,8 +39,7 @@ def verify(
         missing = [key for key in keys if key not in set(present) and key in anchored]
         keys = [key for key in keys if key not in missing]
     for key in keys:
-        anchor = None if against is None else against.heads.get(key)
-        report.conversations.append(verify_conversation(conn, key, anchor, against))
+        report.conversations.append(verify_conversation(conn, key, against))
     for key in missing:
         assert against is not None
         report.conversations.append(anchors.missing(conn, key, against))
@@ -46,14 +47,12 @@ def verify(
 
 
 def verify_conversation(
-    conn: Connection,
-    key: str,
-    anchor: Head | None = None,
-    checkpoint: Checkpoint | None = None,
+    conn: Connection, key: str, checkpoint: Checkpoint | None = None
 ) -> ConversationReport:
     conv = reads.conversation_row(conn, key)
     stored = derived.log_rows(conn, key)
     report = ConversationReport(conversation_id=key, version=conv.version)
+    anchor = None if checkpoint is None else checkpoint.heads.get(key)
     if anchor is not None and checkpoint is not None:
         report.problems.extend(anchors.compare(stored, anchor, checkpoint))
     _check_log(conv.version, conv.last_hash, stored, report)
