@@ -6,16 +6,22 @@ transaction as every append.
 """
 
 from viewstore.errors import (
+    AuthenticationError,
     CheckpointError,
     ConcurrencyError,
     ConversationNotFoundError,
+    DatabaseNotFoundError,
     DuplicateEventError,
     InvalidArgumentError,
     InvalidEventError,
     NoManipulationIndexError,
     PayloadTooLargeError,
     SchemaError,
+    SchemaMismatchError,
+    ServerUnreachableError,
     StorageError,
+    TransientStorageError,
+    UnsupportedDatabaseError,
     ViewstoreError,
 )
 from viewstore.events import Event, Role, parse_event
@@ -26,9 +32,11 @@ from viewstore.view import ManipulationIndices, View
 
 __all__ = [
     "AppendResult",
+    "AuthenticationError",
     "CheckpointError",
     "ConcurrencyError",
     "ConversationNotFoundError",
+    "DatabaseNotFoundError",
     "DuplicateEventError",
     "Event",
     "EventStore",
@@ -40,9 +48,13 @@ __all__ = [
     "PayloadTooLargeError",
     "Role",
     "SchemaError",
+    "SchemaMismatchError",
+    "ServerUnreachableError",
     "StorageError",
     "StoredEvent",
     "StoredView",
+    "TransientStorageError",
+    "UnsupportedDatabaseError",
     "VerifyReport",
     "View",
     "ViewstoreError",

@@ -114,3 +114,41 @@ class StorageError(ViewstoreError):
 
 class SchemaError(StorageError):
     """The database schema is missing or not at the revision this code expects."""
+
+
+class SchemaMismatchError(SchemaError):
+    """The database's schema revision is not one this code knows: a newer viewstore migrated
+    it, or the version table holds another application's revision. Nothing was migrated."""
+
+
+class TransientStorageError(StorageError):
+    """A failure that says nothing about the request and may pass if it is simply run again:
+    the connection was lost (a server restart), the server cannot take connections right now,
+    a serialization failure, a deadlock, a lock wait that timed out, SQLite busy beyond its
+    timeout.
+
+    Retrying an append after it is safe, even when the failure hid whether the commit went
+    through: a resent batch that is already stored is a no-op (appends are idempotent by event
+    id). :func:`viewstore.append_with_retry` does exactly that.
+    """
+
+
+class ServerUnreachableError(TransientStorageError):
+    """The database server could not be reached: connection refused, host name not found,
+    connection timed out. Transient when the server is restarting; lasting when the URL
+    names the wrong host or port."""
+
+
+class DatabaseNotFoundError(StorageError):
+    """The database named by the URL does not exist (or, for SQLite, its file cannot be
+    opened). Creating the schema (``viewstore init``) needs the database to exist first."""
+
+
+class AuthenticationError(StorageError):
+    """The server refused the credentials: wrong password, unknown role, or no entry for this
+    user, database and host in the server's access rules."""
+
+
+class UnsupportedDatabaseError(ViewstoreError, ValueError):
+    """The URL names a database or driver viewstore does not run on, or whose driver is not
+    installed (viewstore runs on SQLite and on PostgreSQL through psycopg 3)."""

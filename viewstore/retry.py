@@ -8,7 +8,12 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from viewstore.errors import ConcurrencyError, ConversationNotFoundError, InvalidArgumentError
+from viewstore.errors import (
+    ConcurrencyError,
+    ConversationNotFoundError,
+    InvalidArgumentError,
+    TransientStorageError,
+)
 from viewstore.events import Event
 from viewstore.store.inputs import EventInput, conversation_key
 from viewstore.store.records import AppendResult, StoredView
@@ -31,8 +36,10 @@ def append_with_retry(
     backoff: float = DEFAULT_BACKOFF,
     max_backoff: float = DEFAULT_MAX_BACKOFF,
     on_conflict: Callable[[ConcurrencyError, int], None] | None = None,
+    on_transient: Callable[[TransientStorageError, int], None] | None = None,
 ) -> AppendResult:
-    """Read the view, let ``decide`` choose events, append them conditionally; retry on conflict.
+    """Read the view, let ``decide`` choose events, append them conditionally; retry on conflict
+    and on transient failures.
 
     Each attempt:
 
@@ -47,9 +54,18 @@ def append_with_retry(
     ``[0, min(max_backoff, backoff * 2**n))`` (full jitter, ``n`` = attempts so far), calls
     ``on_conflict(error, n)`` if given (for metrics), and starts over with a fresh read, so
     ``decide`` always sees the state it is deciding on. ``decide`` may be called several times
-    and must not have side effects that matter beyond its return value. After ``attempts``
-    conflicts the last ``ConcurrencyError`` is raised. Every other error (bad input, a
-    duplicate id, storage) is raised at once: retrying cannot fix it.
+    and must not have side effects that matter beyond its return value.
+
+    On :class:`~viewstore.errors.TransientStorageError` (a lost connection, a server restart, a
+    lock wait that timed out...) it sleeps the same way and calls ``on_transient(error, n)``.
+    A read that failed is read again. An append that failed is sent again *as it was*, same
+    events, same expected version, without calling ``decide`` again: the failure may have
+    hidden a commit that went through, and a batch already stored is then a no-op, so the
+    events are stored once whatever happened (a fresh decision could choose new ids and store
+    them twice).
+
+    After ``attempts`` failures in all the last error is raised. Every other error (bad input,
+    a duplicate id, a permanent storage failure) is raised at once: retrying cannot fix it.
 
     Returns the :class:`~viewstore.store.records.AppendResult` of the append that went through;
     when ``decide`` chose nothing, an ``AppendResult`` with nothing appended and the version
@@ -69,25 +85,37 @@ def append_with_retry(
     if backoff < 0 or max_backoff < 0:
         raise InvalidArgumentError("backoff and max_backoff must not be negative")
     key = conversation_key(conversation_id)
+    pending: tuple[int, list[EventInput]] | None = None  # decided; its commit may be in doubt
     for attempt in range(attempts):
         try:
-            view: StoredView | None = store.view(key)
-        except ConversationNotFoundError:
-            view = None
-        version = 0 if view is None else view.version
-        decision = decide(view)
-        events = _as_list(decision)
-        if not events:
-            return AppendResult(conversation_id=key, version=version)
-        try:
-            return store.append(key, events, expected_version=version)
+            if pending is None:
+                view = _read(store, key)
+                version = 0 if view is None else view.version
+                events = _as_list(decide(view))
+                if not events:
+                    return AppendResult(conversation_id=key, version=version)
+                pending = (version, events)
+            return store.append(key, pending[1], expected_version=pending[0])
         except ConcurrencyError as error:
+            pending = None  # decide again on what is stored now
             if attempt + 1 >= attempts:
                 raise
             if on_conflict is not None:
                 on_conflict(error, attempt + 1)
-            time.sleep(random.uniform(0, min(max_backoff, backoff * 2**attempt)))
+        except TransientStorageError as error:
+            if attempt + 1 >= attempts:
+                raise
+            if on_transient is not None:
+                on_transient(error, attempt + 1)
+        time.sleep(random.uniform(0, min(max_backoff, backoff * 2**attempt)))
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _read(store: EventStore, key: str) -> StoredView | None:
+    try:
+        return store.view(key)
+    except ConversationNotFoundError:
+        return None
 
 
 def _as_list(decision: Decision) -> list[EventInput]:

@@ -40,7 +40,6 @@ WRITER_GRANTS = {
     "condensation_forgotten": "SELECT, INSERT",
     "view_entries": "SELECT, INSERT, UPDATE, DELETE",
     "manipulation_indices": "SELECT, INSERT, UPDATE, DELETE",
-    "alembic_version": "SELECT",  # create_schema() at head only reads it
     VIEWS: "SELECT",
 }
 
@@ -74,9 +73,12 @@ def _create(role: str) -> str:
 def upgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
+    # create_schema() at head only reads the version table (whatever its name).
+    version_table = op.get_context().version_table
+    writer_grants = {**WRITER_GRANTS, f'"{version_table}"': "SELECT"}
     grants = "\n".join(
         f"    EXECUTE format('GRANT {privileges} ON {tables} TO %I', writer);"
-        for tables, privileges in WRITER_GRANTS.items()
+        for tables, privileges in writer_grants.items()
     )
     op.execute(
         f"""

@@ -206,6 +206,9 @@ def test_missing_schema_says_run_init(db_url: str) -> None:
 def test_bad_url_is_bad_input() -> None:
     result = invoke("nosuchdb://x", "stats")
     assert result.exit_code == 2
+    assert "does not run on 'nosuchdb' databases" in one_line_error(result)
+    result = invoke("not a url", "stats")
+    assert result.exit_code == 2
     assert "bad database URL" in one_line_error(result)
 
 

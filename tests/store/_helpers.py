@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, MetaData, select, text
+from sqlalchemy import Engine, MetaData, create_engine, inspect, select, text
 
 from viewstore import Event, StoredView
 
@@ -136,3 +136,25 @@ def count_rows(engine: Engine, table: str, where: str = "1=1", **params: Any) ->
     with engine.connect() as conn:
         value = conn.execute(text(f"SELECT count(*) FROM {table} WHERE {where}"), params)
         return int(value.scalar_one())
+
+
+def set_schema_revision(url: str, *revisions: str) -> None:
+    """Write ``revisions`` into viewstore's Alembic version table, as another program might.
+
+    The table is found by its shape (a ``version_num`` column), not by a name that may change.
+    """
+    engine = create_engine(url)
+    try:
+        inspector = inspect(engine)
+        (table,) = [
+            name
+            for name in inspector.get_table_names()
+            if "version" in name
+            and [c["name"] for c in inspector.get_columns(name)] == ["version_num"]
+        ]
+        with engine.begin() as conn:
+            conn.execute(text(f'DELETE FROM "{table}"'))
+            for revision in revisions:
+                conn.execute(text(f'INSERT INTO "{table}" VALUES (:r)'), {"r": revision})
+    finally:
+        engine.dispose()

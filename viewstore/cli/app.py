@@ -17,7 +17,7 @@ import click
 from rich.console import Console
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
-from viewstore.errors import SchemaError, ViewstoreError
+from viewstore.errors import SchemaError, SchemaMismatchError, ViewstoreError
 from viewstore.store import EventStore
 from viewstore.store.engine import DEFAULT_URL
 
@@ -44,6 +44,8 @@ class Context:
         if self._store is None:
             try:
                 self._store = EventStore(self.url)
+            except ViewstoreError:
+                raise  # says what is wrong in its own words, without echoing a password
             except (ArgumentError, NoSuchModuleError, ValueError) as error:
                 raise UserError(f"bad database URL {self.url!r}: {error}") from error
         return self._store
@@ -66,6 +68,8 @@ def user_errors() -> Iterator[None]:
     """Turn every expected error into one line on stderr and exit code 2."""
     try:
         yield
+    except SchemaMismatchError as error:  # a schema init cannot fix: its own words
+        fail(_one_line(str(error)))
     except SchemaError:
         fail(
             "the database has no viewstore schema (or an outdated one): run `viewstore init` first"

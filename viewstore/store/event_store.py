@@ -24,8 +24,8 @@ from viewstore.errors import (
 )
 from viewstore.events import Event, Role, parse_event
 from viewstore.projector import Projection, ProjectionState, needs_view, project
-from viewstore.store import anchors, audit, fast_path, reads, rows
-from viewstore.store.engine import WRITE, create_engine_for, default_url
+from viewstore.store import anchors, audit, fast_path, reads, revisions, rows
+from viewstore.store.engine import WRITE, check_supported, create_engine_for, default_url
 from viewstore.store.feed import FeedEntry, check_limit, decode_cursor, read_feed
 from viewstore.store.inputs import (
     DEFAULT_MAX_EVENT_BYTES,
@@ -60,6 +60,7 @@ class EventStore:
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
         if isinstance(url_or_engine, Engine):
+            check_supported(url_or_engine.url)
             self.engine = url_or_engine
             self._owns_engine = False
         else:
@@ -71,11 +72,16 @@ class EventStore:
     # -- lifecycle ----------------------------------------------------------------------
 
     def create_schema(self) -> None:
-        """Migrate the database to the newest schema (``alembic upgrade head``)."""
+        """Migrate the database to the newest schema (``alembic upgrade head``).
+
+        A revision this code does not know (a newer viewstore's, another application's) raises
+        ``SchemaMismatchError`` and nothing is migrated.
+        """
         from alembic import command  # noqa: PLC0415 - see alembic_config
 
+        config = alembic_config()
+        revisions.check_known(self.schema_revision(), config)
         with translated(), self.engine.connect() as conn:
-            config = alembic_config()
             config.attributes["connection"] = conn
             command.upgrade(config, "head")
             conn.commit()
@@ -83,9 +89,13 @@ class EventStore:
     def schema_revision(self) -> str | None:
         """The Alembic revision the database is at (``None``: no viewstore schema yet)."""
         from alembic.runtime.migration import MigrationContext  # noqa: PLC0415 - as above
+        from alembic.util import CommandError  # noqa: PLC0415 - as above
 
         with translated(), self.engine.connect() as conn:
-            return MigrationContext.configure(conn).get_current_revision()
+            try:
+                return MigrationContext.configure(conn).get_current_revision()
+            except CommandError as error:
+                raise revisions.unreadable(error) from error
 
     def close(self) -> None:
         if self._owns_engine:
