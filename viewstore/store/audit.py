@@ -27,7 +27,10 @@ from viewstore.view import View, full_indices
 
 
 def verify(
-    conn: Connection, keys: Sequence[str] | None, against: Checkpoint | None = None
+    conn: Connection,
+    keys: Sequence[str] | None,
+    against: Checkpoint | None = None,
+    chain_key: bytes | None = None,
 ) -> VerifyReport:
     report = VerifyReport()
     present = reads.conversation_ids(conn)
@@ -39,7 +42,7 @@ def verify(
         missing = [key for key in keys if key not in set(present) and key in anchored]
         keys = [key for key in keys if key not in missing]
     for key in keys:
-        report.conversations.append(verify_conversation(conn, key, against))
+        report.conversations.append(verify_conversation(conn, key, against, chain_key))
     for key in missing:
         assert against is not None
         report.conversations.append(anchors.missing(conn, key, against))
@@ -47,7 +50,10 @@ def verify(
 
 
 def verify_conversation(
-    conn: Connection, key: str, checkpoint: Checkpoint | None = None
+    conn: Connection,
+    key: str,
+    checkpoint: Checkpoint | None = None,
+    chain_key: bytes | None = None,
 ) -> ConversationReport:
     conv = reads.conversation_row(conn, key)
     stored = derived.log_rows(conn, key)
@@ -55,7 +61,7 @@ def verify_conversation(
     anchor = None if checkpoint is None else checkpoint.heads.get(key)
     if anchor is not None and checkpoint is not None:
         report.problems.extend(anchors.compare(stored, anchor, checkpoint))
-    _check_log(conv.version, conv.last_hash, stored, report)
+    _check_log(conv.version, conv.last_hash, stored, report, chain_key)
     try:
         log = [(row.seq, parse_event(row.payload)) for row in stored]
     except ValueError as error:
@@ -73,14 +79,27 @@ def verify_conversation(
 
 
 def _check_log(
-    version: int, last_hash: str, stored: Sequence[Row[Any]], report: ConversationReport
+    version: int,
+    last_hash: str,
+    stored: Sequence[Row[Any]],
+    report: ConversationReport,
+    chain_key: bytes | None,
 ) -> None:
     previous = GENESIS
     for expected_seq, event in enumerate(stored, start=1):
         if event.seq != expected_seq:
             report.problems.append(f"seq {expected_seq} is missing from the log")
             return
-        previous = chain_hash(previous, event.seq, event.event_id, event.payload)
+        unkeyed = previous
+        previous = chain_hash(previous, event.seq, event.event_id, event.payload, chain_key)
+        if previous != event.hash and chain_key is not None and event.hash == chain_hash(
+            unkeyed, event.seq, event.event_id, event.payload
+        ):
+            report.problems.append(
+                f"seq {event.seq} (event {event.event_id!r}): its hash is a plain SHA-256, not "
+                "keyed with the chain key: written or rewritten by someone without the key"
+            )
+            return
         if previous != event.hash:
             report.problems.append(
                 f"hash chain broken at seq {event.seq} (event {event.event_id!r}): the event "

@@ -8,6 +8,7 @@ by ``translated()``.
 from __future__ import annotations
 
 import importlib
+import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -40,6 +41,9 @@ from viewstore.view import View
 if TYPE_CHECKING:
     from alembic.config import Config
 
+#: Where the chain key comes from when ``EventStore`` is given none (see ``viewstore.chain``).
+CHAIN_KEY_ENV = "VIEWSTORE_CHAIN_KEY"
+
 #: Crash-point injection for tests (tests/ops): when set, called inside every append's
 #: transaction with "after_events", "after_view_rows" and "before_commit". None in production.
 append_hook: Callable[[str], None] | None = None
@@ -58,7 +62,12 @@ class EventStore:
         url_or_engine: str | Engine | None = None,
         *,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        chain_key: str | bytes | None = None,
     ) -> None:
+        """``chain_key``: a secret that makes each event's hash an HMAC only its holders can
+        compute (default: ``VIEWSTORE_CHAIN_KEY``; neither: plain SHA-256). Every writer and
+        every verifier of a keyed store needs the same key; it is never stored."""
+        self._chain_key = _chain_key(chain_key)
         if isinstance(url_or_engine, Engine):
             check_supported(url_or_engine.url)
             self.engine = url_or_engine
@@ -170,7 +179,7 @@ class EventStore:
             or needs_view(batch)
         ):
             return None
-        plan = fast_path.plan(key, tail, batch, datetime.now(UTC))
+        plan = fast_path.plan(key, tail, batch, datetime.now(UTC), self._chain_key)
         if not self._write_plan(plan):
             self._tails.drop(key)  # stale, or a stored id: the ordinary path will tell
             return None
@@ -228,7 +237,7 @@ class EventStore:
         assert row is not None and tail is not None  # created above unless expected > 0
         state = tail.state
         numbered = list(enumerate(fresh, start=version + 1))
-        log, last_hash = rows.log_rows(key, numbered, row.last_hash, now)
+        log, last_hash = rows.log_rows(key, numbered, row.last_hash, now, self._chain_key)
         rows.insert_events(conn, log)
         _at("after_events")
         projection = self._project(conn, key, state, numbered)
@@ -374,7 +383,7 @@ class EventStore:
         keys = None if conversation_id is None else [conversation_key(conversation_id)]
         anchor = None if against is None else anchors.parse(against)
         with self._read() as conn:
-            return audit.verify(conn, keys, anchor)
+            return audit.verify(conn, keys, anchor, self._chain_key)
 
     def checkpoint(self) -> dict[str, Any]:
         """The chain head (seq, hash, recorded time) of every conversation, one digest over
@@ -389,6 +398,16 @@ class EventStore:
         self._tails.clear()  # a rebuild rewrites the carried state from the log
         with self._write() as conn:
             return audit.rebuild(conn, keys)
+
+
+def _chain_key(value: str | bytes | None) -> bytes | None:
+    if value is None:
+        value = os.environ.get(CHAIN_KEY_ENV) or None
+    if value is None:
+        return None
+    if not isinstance(value, str | bytes) or not value:
+        raise InvalidArgumentError("chain_key must be a non-empty string or bytes")
+    return value.encode("utf-8") if isinstance(value, str) else bytes(value)
 
 
 def _stored(key: str, version: int, view: View, as_of: int | None) -> StoredView:

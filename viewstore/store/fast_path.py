@@ -94,11 +94,13 @@ class Plan:
     now: datetime
 
 
-def plan(key: str, tail: Tail, fresh: Sequence[Event], now: datetime) -> Plan:
+def plan(
+    key: str, tail: Tail, fresh: Sequence[Event], now: datetime, chain_key: bytes | None = None
+) -> Plan:
     """The writes of appending ``fresh`` (no condensation among them) after ``tail``."""
     numbered = list(enumerate(fresh, start=tail.state.version + 1))
     now = rows.not_before(now, tail.recorded_at)
-    log, last_hash = rows.log_rows(key, numbered, tail.last_hash, now)
+    log, last_hash = rows.log_rows(key, numbered, tail.last_hash, now, chain_key)
     projection = project(tail.state, numbered)
     return Plan(key, tail, log, projection, Tail(projection.state, last_hash, now), now)
 

@@ -198,12 +198,16 @@ def payloads_at(conn: Connection, conversation_id: str, first: int, last: int) -
 
 
 def log_rows(
-    key: str, numbered: Sequence[tuple[int, Event]], last_hash: str, now: datetime
+    key: str,
+    numbered: Sequence[tuple[int, Event]],
+    last_hash: str,
+    now: datetime,
+    chain_key: bytes | None = None,
 ) -> tuple[list[dict[str, Any]], str]:
     """The ``events`` rows of a batch with their chained hashes, and the new last hash."""
     out = []
     for seq, event in numbered:
-        last_hash = chain_hash(last_hash, seq, event.id, event.payload_json)
+        last_hash = chain_hash(last_hash, seq, event.id, event.payload_json, chain_key)
         out.append(
             {
                 "conversation_id": key,
