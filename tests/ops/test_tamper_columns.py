@@ -155,7 +155,8 @@ def test_verify_names_every_forged_column(db_url: str, tamper: object, problem: 
 
 
 def test_a_forged_kind_changes_what_readers_see_and_verify_says_so(db_url: str) -> None:
-    """Why ``kind`` matters: the as-of request flag and the feed read the column."""
+    """Why ``kind`` matters: the as-of request flag, the log as read and the feed read the
+    column."""
     with EventStore(db_url) as store:
         store.create_schema()
         store.append("c", condensed_history())
@@ -172,7 +173,9 @@ def test_a_forged_kind_changes_what_readers_see_and_verify_says_so(db_url: str) 
         finally:
             engine.dispose()
         assert store.view("c", as_of=4).unhandled_condensation_request
-        assert [e.kind for e in store.feed() if e.seq == 4] == ["CondensationRequest"]
+        # The log as read (and the feed, which on PostgreSQL may lag behind any open
+        # transaction of the server, so it is not asserted here) reports the column.
+        assert store.events("c")[3].kind == "CondensationRequest"
         assert store.verify().problems == [
             "c: seq 4: events.kind is 'CondensationRequest', the payload says 'MessageEvent'"
         ]
