@@ -12,8 +12,24 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
+
+from viewstore.errors import InvalidArgumentError
 
 GENESIS = "0" * 64
+#: Where the chain key comes from when a store is given none.
+CHAIN_KEY_ENV = "VIEWSTORE_CHAIN_KEY"
+
+
+def resolve_key(value: str | bytes | None) -> bytes | None:
+    """The chain key to use: ``value``, else ``VIEWSTORE_CHAIN_KEY``, else none (plain SHA-256)."""
+    if value is None:
+        value = os.environ.get(CHAIN_KEY_ENV) or None
+    if value is None:
+        return None
+    if not isinstance(value, str | bytes) or not value:
+        raise InvalidArgumentError("chain_key must be a non-empty string or bytes")
+    return value.encode("utf-8") if isinstance(value, str) else bytes(value)
 
 
 def chain_hash(

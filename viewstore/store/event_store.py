@@ -8,7 +8,6 @@ by ``translated()``.
 from __future__ import annotations
 
 import importlib
-import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine
 
+from viewstore.chain import resolve_key
 from viewstore.errors import (
     ConcurrencyError,
     DuplicateEventError,
@@ -40,9 +40,6 @@ from viewstore.view import View
 
 if TYPE_CHECKING:
     from alembic.config import Config
-
-#: Where the chain key comes from when ``EventStore`` is given none (see ``viewstore.chain``).
-CHAIN_KEY_ENV = "VIEWSTORE_CHAIN_KEY"
 
 #: Crash-point injection for tests (tests/ops): when set, called inside every append's
 #: transaction with "after_events", "after_view_rows" and "before_commit". None in production.
@@ -67,7 +64,7 @@ class EventStore:
         """``chain_key``: a secret that makes each event's hash an HMAC only its holders can
         compute (default: ``VIEWSTORE_CHAIN_KEY``; neither: plain SHA-256). Every writer and
         every verifier of a keyed store needs the same key; it is never stored."""
-        self._chain_key = _chain_key(chain_key)
+        self._chain_key = resolve_key(chain_key)
         if isinstance(url_or_engine, Engine):
             check_supported(url_or_engine.url)
             self.engine = url_or_engine
@@ -398,16 +395,6 @@ class EventStore:
         self._tails.clear()  # a rebuild rewrites the carried state from the log
         with self._write() as conn:
             return audit.rebuild(conn, keys)
-
-
-def _chain_key(value: str | bytes | None) -> bytes | None:
-    if value is None:
-        value = os.environ.get(CHAIN_KEY_ENV) or None
-    if value is None:
-        return None
-    if not isinstance(value, str | bytes) or not value:
-        raise InvalidArgumentError("chain_key must be a non-empty string or bytes")
-    return value.encode("utf-8") if isinstance(value, str) else bytes(value)
 
 
 def _stored(key: str, version: int, view: View, as_of: int | None) -> StoredView:
