@@ -1,7 +1,7 @@
 """Database-scoped roles on PostgreSQL: a reader and a writer of this database only.
 
 Revision ID: 0006
-Revises: 0004
+Revises: 0007
 Create Date: 2026-11-23
 
 Roles belong to the whole server. Migration 0002 granted the analyst views to one role,
@@ -24,7 +24,7 @@ from __future__ import annotations
 from alembic import op
 
 revision = "0006"
-down_revision = "0004"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

@@ -1,6 +1,9 @@
-"""The ``viewstore`` command line (click + rich). Entry point: ``viewstore.cli:main``."""
+"""The ``viewstore`` command line (click + rich). Entry point: ``viewstore.cli:main``.
 
-from viewstore.cli import commands, transfer  # register the commands
+Each command's module is imported when the command runs (``app.LAZY_COMMANDS``), so that
+``viewstore --help`` starts fast.
+"""
+
 from viewstore.cli.app import cli, main
 
-__all__ = ["cli", "commands", "main", "transfer"]
+__all__ = ["cli", "main"]
