@@ -25,6 +25,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from benchmarks import bench_cli, bench_store, bench_view
+from viewstore.store.roles import role_names
 
 QUICK_VIEW = ["--events", "600", "--repeat", "3", "--block", "50"]
 QUICK_STORE = ["--large", "600", "--blocks", "2", "--block", "5", "--repeat", "2"]
@@ -58,6 +59,8 @@ def scratch_postgres(server_url: str) -> Iterator[str]:
     finally:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            for role in role_names(name).values():  # created by the migrations, server-wide
+                conn.execute(text(f'DROP ROLE IF EXISTS "{role}"'))
         admin.dispose()
 
 

@@ -23,6 +23,7 @@ logging.getLogger("viewstore").addHandler(logging.NullHandler())
 if TYPE_CHECKING:
     from viewstore.errors import (
         AuthenticationError,
+        CheckpointError,
         ConcurrencyError,
         ConversationNotFoundError,
         DatabaseNotFoundError,
@@ -59,6 +60,7 @@ _STORE = "viewstore.store"
 _WHERE = {
     "AppendResult": _STORE,
     "AuthenticationError": _ERRORS,
+    "CheckpointError": _ERRORS,
     "ConcurrencyError": _ERRORS,
     "ConversationInfo": _STORE,
     "ConversationNotFoundError": _ERRORS,
@@ -93,6 +95,7 @@ _RENAMED = {"create_engine": "create_engine_for"}
 __all__ = [  # every name of _WHERE, and the version
     "AppendResult",
     "AuthenticationError",
+    "CheckpointError",
     "ConcurrencyError",
     "ConversationInfo",
     "ConversationNotFoundError",

@@ -69,6 +69,11 @@ class InvalidArgumentError(ViewstoreError, ValueError):
     """A call argument that is not an event is malformed (conversation id, seq, limit...)."""
 
 
+class CheckpointError(InvalidArgumentError):
+    """A checkpoint given to ``verify(against=...)`` is malformed, or its digest does not match
+    what it holds (the checkpoint itself was altered)."""
+
+
 class NoManipulationIndexError(ViewstoreError, ValueError):
     """``find_next`` found no manipulation index at or beyond the threshold."""
 

@@ -14,7 +14,8 @@ KIND says which test runs it:
                       ``VIEWSTORE_URL`` on a temp SQLite file and ``.venv/bin`` first on PATH
 - ``postgres-bash``   run by test_readme.py on PostgreSQL: the example URL is replaced by a
                       fresh test database's
-- ``postgres-reader`` run by test_sql_recipes.py: creates a login in ``viewstore_reader``
+- ``postgres-reader`` run by test_sql_recipes.py: creates a login in the test database's reader
+                      role (``viewstore_reader_viewstore`` in the block is replaced by it)
 - ``recipe NAME``     an SQL recipe, run by test_sql_recipes.py on SQLite and PostgreSQL
 - ``openhands``       Python needing the OpenHands SDK: run by
                       tests/openhands/test_readme_example.py on SQLite and PostgreSQL

@@ -17,6 +17,7 @@ from sqlalchemy.engine import make_url
 
 from viewstore import EventStore
 from viewstore.store.engine import normalize_url
+from viewstore.store.roles import role_name
 
 from ._helpers import OPENHANDS_HEX
 from ._readme import blocks_of, recipes
@@ -133,7 +134,10 @@ def test_reader_role_can_select_the_views_and_write_nothing(fresh_pg_url: str) -
 
         run_demo(store, "demo")
         with store.engine.connect() as conn:
-            conn.execute(text(block.code.replace("analyst", login)))
+            database = make_url(fresh_pg_url).database or ""
+            code = block.code.replace("analyst", login)
+            code = code.replace(role_name("reader", "viewstore"), role_name("reader", database))
+            conn.execute(text(code))
             conn.commit()
     url = normalize_url(make_url(fresh_pg_url).set(username=login, password="change-me"))
     reader = create_engine(url)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import create_engine, select, text
+from sqlalchemy import Connection, create_engine, select, text
 from sqlalchemy.engine import Engine
 
 from viewstore.store.schema import metadata
@@ -50,6 +52,35 @@ def condensation(
     }
 
 
+def observation(eid: str, tool_call_id: str = "tc1", action_id: str = "a1") -> dict[str, Any]:
+    return {
+        "id": eid,
+        "source": "environment",
+        "tool_name": "terminal",
+        "tool_call_id": tool_call_id,
+        "action_id": action_id,
+        "observation": {"content": [{"type": "text", "text": "ok"}], "kind": "TerminalObservation"},
+        "kind": "ObservationEvent",
+    }
+
+
+def condensed_history() -> list[dict[str, Any]]:
+    """Seven events, one of each part of the view's machinery::
+
+        seq  1 m1   2 a1 (tc1)   3 o1 (tc1)   4 m2   5 request   6 k1   7 m3
+        k1 forgets a1 and o1 and inserts its summary at position 1: view m1, k1-summary, m2, m3
+    """
+    return [
+        message("m1", "text 1"),
+        action("a1"),
+        observation("o1"),
+        message("m2", "text 2"),
+        {"id": "r1", "source": "environment", "kind": "CondensationRequest"},
+        condensation("k1", ("a1", "o1"), summary="ran ls: ok", offset=1),
+        message("m3", "text 3"),
+    ]
+
+
 def is_postgres(url: str) -> bool:
     return url.startswith("postgres")
 
@@ -73,3 +104,29 @@ def dump(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
 
 def raw_engine(url: str) -> Engine:
     return create_engine(url)
+
+
+APPEND_ONLY_MESSAGE = "viewstore: the events table is append-only"  # migration 0001
+SQLITE_TRIGGERS = ["events_append_only_update", "events_append_only_delete"]
+
+
+@contextmanager
+def guard_off(conn: Connection) -> Iterator[None]:
+    """Switch the append-only guard off the way the database owner can (PostgreSQL:
+    ``ALTER TABLE events DISABLE TRIGGER USER``; SQLite: ``DROP TRIGGER``), and back on (SQLite:
+    the triggers are recreated from their stored SQL, i.e. the SQL of migration 0001)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("ALTER TABLE events DISABLE TRIGGER USER"))
+        yield
+        conn.execute(text("ALTER TABLE events ENABLE TRIGGER USER"))
+        return
+    stored = conn.execute(
+        text("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'")
+    ).all()
+    assert sorted(name for name, _ in stored) == sorted(SQLITE_TRIGGERS)
+    for name, sql in stored:
+        assert APPEND_ONLY_MESSAGE in sql
+        conn.execute(text(f"DROP TRIGGER {name}"))
+    yield
+    for _, sql in stored:
+        conn.execute(text(sql))

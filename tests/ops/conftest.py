@@ -14,6 +14,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.pool import NullPool
 
 from viewstore import EventStore
+from viewstore.store.roles import role_names
 
 from ._cluster import Cluster, server_bin
 
@@ -45,6 +46,8 @@ def module_store(
     finally:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            for role in role_names(name).values():
+                conn.execute(text(f'DROP ROLE IF EXISTS "{role}"'))
 
 
 @pytest.fixture(scope="session")

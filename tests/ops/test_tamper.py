@@ -8,8 +8,7 @@ migration 0001).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import pytest
 from sqlalchemy import Connection, create_engine, text
@@ -17,29 +16,7 @@ from sqlalchemy.exc import DBAPIError
 
 from viewstore import EventStore
 
-from ._helpers import is_postgres, message
-
-APPEND_ONLY_MESSAGE = "viewstore: the events table is append-only"  # migration 0001
-SQLITE_TRIGGERS = ["events_append_only_update", "events_append_only_delete"]
-
-
-@contextmanager
-def guard_off(conn: Connection) -> Iterator[None]:
-    if conn.dialect.name == "postgresql":
-        conn.execute(text("ALTER TABLE events DISABLE TRIGGER USER"))
-        yield
-        conn.execute(text("ALTER TABLE events ENABLE TRIGGER USER"))
-        return
-    stored = conn.execute(
-        text("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'")
-    ).all()
-    assert sorted(name for name, _ in stored) == sorted(SQLITE_TRIGGERS)
-    for name, sql in stored:
-        assert APPEND_ONLY_MESSAGE in sql
-        conn.execute(text(f"DROP TRIGGER {name}"))
-    yield
-    for _, sql in stored:
-        conn.execute(text(sql))
+from ._helpers import guard_off, is_postgres, message
 
 
 def _edit_payload(conn: Connection) -> None:

@@ -147,6 +147,7 @@ SHORT_HELP = 64  # characters of a command's help in the list of commands
 #: imports none of them; tests/cli/test_habits.py keeps these equal to the commands').
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "append": ("commands", "Append OpenHands events (JSONL, one event per line; - for..."),
+    "checkpoint": ("commands", "Print the chain heads of every conversation and one digest..."),
     "demo": ("commands", "Build a realistic OpenHands conversation step by step and..."),
     "events": ("commands", "List a conversation's stored events (the log, in append order)."),
     "export": ("transfer", "Write a conversation back as an OpenHands folder..."),
@@ -157,7 +158,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("catalogue", "The conversations: id, times, version, view length, request..."),
     "rebuild": ("commands", "Rewrite the view and index rows from the event log (one..."),
     "stats": ("commands", "Counts: conversations, events, view sizes, condensations."),
-    "verify": ("commands", "Check the hash chain and that the view rows equal a replay..."),
+    "verify": ("commands", "Check the hash chain, every column derived from the log, and..."),
     "view": ("commands", "Show a conversation's view: what the LLM is sent, and where a..."),
 }
 

@@ -1,10 +1,11 @@
 """Commands that read or check the store: init, append, view, events, indices, verify,
-rebuild, stats, demo."""
+checkpoint, rebuild, stats, demo."""
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import IO, Any
 
 import click
@@ -235,17 +236,63 @@ def _report_dict(report: VerifyReport) -> dict[str, Any]:
 
 @cli.command()
 @click.argument("conversation", required=False)
+@click.option(
+    "--against",
+    "against",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="A checkpoint written by `viewstore checkpoint`: every history it saw must still be "
+    "there, unchanged, under the same conversation id.",
+)
 @json_option
 @pass_state
-def verify(state: Context, conversation: str | None, as_json: bool) -> None:
-    """Check the hash chain and that the view rows equal a replay (exit 1 on problems)."""
-    report = state.store.verify(conversation)
+def verify(state: Context, conversation: str | None, against: Path | None, as_json: bool) -> None:
+    """Check the hash chain, every column derived from the log, and that the view rows equal
+    a replay (exit 1 on problems)."""
+    checkpoint = None if against is None else _read_checkpoint(against)
+    report = state.store.verify(conversation, against=checkpoint)
     if as_json:
         state.print_json(_report_dict(report))
     else:
         state.out.print(report.render(), markup=False)
     if not report.ok:
         sys.exit(EXIT_PROBLEMS)
+
+
+def _read_checkpoint(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserError(f"cannot read checkpoint {str(path)!r}: {error}") from error
+
+
+@cli.command()
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the checkpoint to this file (default: standard output).",
+)
+@pass_state
+def checkpoint(state: Context, output: Path | None) -> None:
+    """Print the chain heads of every conversation and one digest over them, as JSON: keep it
+    outside the database, and check later with `viewstore verify --against FILE`."""
+    heads = state.store.checkpoint()
+    text = json.dumps(heads, indent=2, ensure_ascii=False) + "\n"
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise UserError(f"cannot write checkpoint {str(output)!r}: {error}") from error
+    state.err.print(
+        f"checkpoint of {len(heads['conversations'])} conversation(s) written to {output}; "
+        f"digest {heads['digest']}",
+        markup=False,
+    )
 
 
 @cli.command()

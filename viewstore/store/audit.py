@@ -2,61 +2,105 @@
 
 The projector is deterministic in the log alone (not in how it was split into appends), so the
 rows a conversation should have are exactly ``project_from_scratch(log)``: verify compares every
-view and index row, alive or closed, with that; rebuild writes it.
+view and index row, alive or closed, with that; rebuild writes it. Verify also checks the hash
+chain, every other column the log determines (``derived``), and, given a checkpoint, that the
+history it saw is still there unchanged (``anchors``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
-from sqlalchemy import Connection, delete
+from sqlalchemy import Connection, Row, delete
 
 from viewstore.chain import GENESIS, chain_hash
 from viewstore.errors import ConversationNotFoundError
 from viewstore.events import Event, parse_event
 from viewstore.projector import Projection, ViewEntry, project_from_scratch
-from viewstore.store import reads, rows
-from viewstore.store.records import ConversationReport, StoredEvent, VerifyReport
+from viewstore.store import anchors, derived, reads, rows
+from viewstore.store.anchors import Checkpoint
+from viewstore.store.records import ConversationReport, VerifyReport
 from viewstore.store.schema import manipulation_indices, view_entries
 from viewstore.store.stored_events import envelope
 from viewstore.view import View, full_indices
 
 
-def verify(conn: Connection, keys: Sequence[str] | None) -> VerifyReport:
+def verify(
+    conn: Connection,
+    keys: Sequence[str] | None,
+    against: Checkpoint | None = None,
+    chain_key: bytes | None = None,
+) -> VerifyReport:
     report = VerifyReport()
-    for key in keys if keys is not None else reads.conversation_ids(conn):
-        report.conversations.append(verify_conversation(conn, key))
+    present = reads.conversation_ids(conn)
+    if keys is None:
+        keys = present
+        missing = [] if against is None else sorted(set(against.heads) - set(present))
+    else:
+        anchored = set() if against is None else set(against.heads)
+        missing = [key for key in keys if key not in set(present) and key in anchored]
+        keys = [key for key in keys if key not in missing]
+    for key in keys:
+        report.conversations.append(verify_conversation(conn, key, against, chain_key))
+    for key in missing:
+        assert against is not None
+        report.conversations.append(anchors.missing(conn, key, against))
     return report
 
 
-def verify_conversation(conn: Connection, key: str) -> ConversationReport:
+def verify_conversation(
+    conn: Connection,
+    key: str,
+    checkpoint: Checkpoint | None = None,
+    chain_key: bytes | None = None,
+) -> ConversationReport:
     conv = reads.conversation_row(conn, key)
-    stored = reads.read_events(conn, key)
+    stored = derived.log_rows(conn, key)
     report = ConversationReport(conversation_id=key, version=conv.version)
-    _check_log(conv.version, conv.last_hash, stored, report)
+    anchor = None if checkpoint is None else checkpoint.heads.get(key)
+    if anchor is not None and checkpoint is not None:
+        report.problems.extend(anchors.compare(stored, anchor, checkpoint))
+    _check_log(conv.version, conv.last_hash, stored, report, chain_key)
     try:
-        log = [(event.seq, parse_event(event.payload_json)) for event in stored]
+        log = [(row.seq, parse_event(row.payload)) for row in stored]
     except ValueError as error:
         report.problems.append(f"a stored payload no longer parses: {error}")
         return report
     expected = project_from_scratch(log)
+    report.problems.extend(derived.event_columns(stored, log))
+    report.problems.extend(derived.times_and_feed(conv, stored))
+    report.problems.extend(derived.condensation_rows(conn, key, log))
+    report.problems.extend(derived.forgotten_rows(conn, key, log, expected.forgotten))
     _check_rows(conn, key, expected, report)
-    if rows.state_from_row(conv) != expected.state:
-        report.problems.append("the conversation's carried projection state differs from replay")
+    report.problems.extend(derived.conversation_columns(conv, expected.state))
     _check_view(log, report)
     return report
 
 
 def _check_log(
-    version: int, last_hash: str, stored: list[StoredEvent], report: ConversationReport
+    version: int,
+    last_hash: str,
+    stored: Sequence[Row[Any]],
+    report: ConversationReport,
+    chain_key: bytes | None,
 ) -> None:
     previous = GENESIS
     for expected_seq, event in enumerate(stored, start=1):
         if event.seq != expected_seq:
             report.problems.append(f"seq {expected_seq} is missing from the log")
             return
-        previous = chain_hash(previous, event.seq, event.event_id, event.payload_json)
+        unkeyed = previous
+        previous = chain_hash(previous, event.seq, event.event_id, event.payload, chain_key)
+        if previous != event.hash and chain_key is not None and event.hash == chain_hash(
+            unkeyed, event.seq, event.event_id, event.payload
+        ):
+            report.problems.append(
+                f"seq {event.seq} (event {event.event_id!r}): its hash is a plain SHA-256, not "
+                "keyed with the chain key: written or rewritten by someone without the key"
+            )
+            return
         if previous != event.hash:
             report.problems.append(
                 f"hash chain broken at seq {event.seq} (event {event.event_id!r}): the event "

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine
 
+from viewstore.chain import resolve_key
 from viewstore.errors import (
     ConcurrencyError,
     DuplicateEventError,
@@ -25,6 +26,7 @@ from viewstore.errors import (
 from viewstore.events import Event, Role, parse_event
 from viewstore.projector import Projection, ProjectionState, needs_view, project
 from viewstore.store import (
+    anchors,
     audit,
     base_state,
     fast_path,
@@ -91,7 +93,12 @@ class EventStore:
         *,
         schema: str | None = None,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        chain_key: str | bytes | None = None,
     ) -> None:
+        """``chain_key``: a secret that makes each event's hash an HMAC only its holders can
+        compute (default: ``VIEWSTORE_CHAIN_KEY``; neither: plain SHA-256). Every writer and
+        every verifier of a keyed store needs the same key; it is never stored."""
+        self._chain_key = resolve_key(chain_key)
         check_schema(schema)
         if isinstance(url_or_engine, Engine):
             check_supported(url_or_engine.url)
@@ -233,7 +240,7 @@ class EventStore:
             or needs_view(batch)
         ):
             return None
-        plan = fast_path.plan(key, tail, batch, datetime.now(UTC))
+        plan = fast_path.plan(key, tail, batch, datetime.now(UTC), self._chain_key)
         if not self._write_plan(plan):
             self._tails.drop(key)  # stale, or a stored id: the ordinary path will tell
             logger.debug("fast path stepped aside for %r (another writer, or a stored id)", key)
@@ -270,7 +277,10 @@ class EventStore:
             # the version and dedupe checks below see what a concurrent first append wrote.
             row = rows.create_conversation(conn, key, now)
         version = 0 if row is None else row.version
-        tail = None if row is None else fast_path.Tail(rows.state_from_row(row), row.last_hash)
+        tail = None
+        if row is not None:
+            now = rows.not_before(now, row.updated_at)
+            tail = fast_path.Tail(rows.state_from_row(row), row.last_hash, row.updated_at)
         if expected is not None and expected != version:
             retry = self._as_retry(conn, key, batch, expected, version)
             if retry is not None:
@@ -294,7 +304,7 @@ class EventStore:
         assert row is not None and tail is not None  # created above unless expected > 0
         state = tail.state
         numbered = list(enumerate(fresh, start=version + 1))
-        log, last_hash = rows.log_rows(key, numbered, row.last_hash, now)
+        log, last_hash = rows.log_rows(key, numbered, row.last_hash, now, self._chain_key)
         rows.insert_events(conn, log)
         _at("after_events")
         projection = self._project(conn, key, state, numbered)
@@ -313,7 +323,7 @@ class EventStore:
             first_seq=version + 1,
             rows_written=projection.rows_written,
         )
-        return result, fast_path.Tail(projection.state, last_hash)
+        return result, fast_path.Tail(projection.state, last_hash, now)
 
     def _as_retry(
         self, conn: Connection, key: str, batch: list[Event], expected: int, version: int
@@ -519,11 +529,27 @@ class EventStore:
 
     # -- audit --------------------------------------------------------------------------
 
-    def verify(self, conversation_id: str | uuid.UUID | None = None) -> VerifyReport:
-        """Check the hash chain and that every view and index row equals a pure replay."""
+    def verify(
+        self, conversation_id: str | uuid.UUID | None = None, *, against: Any = None
+    ) -> VerifyReport:
+        """Check the hash chain, that every column derived from the log equals what the log
+        says, and that every view and index row equals a pure replay.
+
+        ``against``: a checkpoint (``checkpoint()``'s dict or its JSON text). Every history it
+        saw must still be there, unchanged up to its head, under the same conversation id;
+        ``CheckpointError`` if it is not a checkpoint or its digest does not match.
+        """
         keys = None if conversation_id is None else [conversation_key(conversation_id)]
+        anchor = None if against is None else anchors.parse(against)
         with self._read() as conn:
-            return audit.verify(conn, keys)
+            return audit.verify(conn, keys, anchor, self._chain_key)
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The chain head (seq, hash, recorded time) of every conversation, one digest over
+        them all and the time, as a JSON-serialisable dict: keep it outside the database and
+        pass it to ``verify(against=...)`` later (see docs/threat-model.md)."""
+        with self._read() as conn:
+            return anchors.take(conn)
 
     def rebuild(self, conversation_id: str | uuid.UUID | None = None) -> int:
         """Rewrite the view and index rows of one or every conversation from the log."""

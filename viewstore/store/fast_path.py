@@ -49,6 +49,7 @@ class Tail:
 
     state: ProjectionState
     last_hash: str
+    recorded_at: datetime | None = None  # of the last append (see rows.not_before)
 
 
 class Tails:
@@ -94,12 +95,15 @@ class Plan:
     now: datetime
 
 
-def plan(key: str, tail: Tail, fresh: Sequence[Event], now: datetime) -> Plan:
+def plan(
+    key: str, tail: Tail, fresh: Sequence[Event], now: datetime, chain_key: bytes | None = None
+) -> Plan:
     """The writes of appending ``fresh`` (no condensation among them) after ``tail``."""
     numbered = list(enumerate(fresh, start=tail.state.version + 1))
-    log, last_hash = rows.log_rows(key, numbered, tail.last_hash, now)
+    now = rows.not_before(now, tail.recorded_at)
+    log, last_hash = rows.log_rows(key, numbered, tail.last_hash, now, chain_key)
     projection = project(tail.state, numbered)
-    return Plan(key, tail, log, projection, Tail(projection.state, last_hash), now)
+    return Plan(key, tail, log, projection, Tail(projection.state, last_hash, now), now)
 
 
 def _entry_rows(p: Plan) -> list[dict[str, Any]]:

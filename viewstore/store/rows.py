@@ -123,6 +123,18 @@ def create_conversation(conn: Connection, conversation_id: str, now: datetime) -
     return row
 
 
+def not_before(now: datetime, previous: datetime | None) -> datetime:
+    """The time to record an append at: ``now``, but never before the conversation's previous
+    append. Appends are serialised per conversation, yet ``now`` is read before the lock is
+    taken, and writers' clocks differ: without this, ``recorded_at`` could go backwards along
+    seq, and verify could not tell a backdated event from a slow clock."""
+    if previous is None:
+        return now
+    if previous.tzinfo is None:  # SQLite keeps no offset; it was written in UTC
+        previous = previous.replace(tzinfo=now.tzinfo)
+    return max(now, previous)
+
+
 def state_values(state: ProjectionState, last_hash: str) -> dict[str, Any]:
     tracker = state.tracker
     return {
@@ -186,12 +198,16 @@ def payloads_at(conn: Connection, conversation_id: str, first: int, last: int) -
 
 
 def log_rows(
-    key: str, numbered: Sequence[tuple[int, Event]], last_hash: str, now: datetime
+    key: str,
+    numbered: Sequence[tuple[int, Event]],
+    last_hash: str,
+    now: datetime,
+    chain_key: bytes | None = None,
 ) -> tuple[list[dict[str, Any]], str]:
     """The ``events`` rows of a batch with their chained hashes, and the new last hash."""
     out = []
     for seq, event in numbered:
-        last_hash = chain_hash(last_hash, seq, event.id, event.payload_json)
+        last_hash = chain_hash(last_hash, seq, event.id, event.payload_json, chain_key)
         out.append(
             {
                 "conversation_id": key,
@@ -222,7 +238,7 @@ def insert_events(conn: Connection, rows: list[dict[str, Any]]) -> None:
     conn.execute(_INSERT_EVENTS if postgres else _INSERT_EVENTS_SQLITE, rows)
 
 
-def _without_nul(value: str | None) -> str | None:
+def without_nul(value: str | None) -> str | None:
     """For analyst columns: PostgreSQL text cannot hold NUL (U+FFFD stands in on every backend).
     The exact text stays in the event's payload and in the summary entry's JSON."""
     return None if value is None else value.replace("\x00", "\ufffd")
@@ -241,7 +257,7 @@ def insert_condensations(
                 "conversation_id": conversation_id,
                 "seq": seq,
                 "event_id": event.id,
-                "summary": _without_nul(event.summary),
+                "summary": without_nul(event.summary),
                 "summary_offset": event.summary_offset,
             }
             for seq, event in condensed
