@@ -169,14 +169,15 @@ def test_a_condensation_whose_summary_id_is_over_long_is_refused(store: EventSto
     _consistent(store, CID, 4)
 
 
+# PostgreSQL only: parametrised so that no SQLite variant exists to skip.
+@pytest.mark.postgres
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
 def test_the_postgres_fast_statement_refuses_rather_than_truncates(
     store: EventStore, db_url: str
 ) -> None:
     """Past the input checks (a plan built by hand), the database itself must refuse: the fast
     statement's casts carry no length, so the column's own limit applies, as on the ordinary
     path."""
-    if not db_url.startswith("postgresql"):
-        pytest.skip("the cast is PostgreSQL's fast statement")
     store.append(CID, [S(), U("u")])
     tail = store._tails.get(CID)
     assert tail is not None
