@@ -3,7 +3,9 @@
 from viewstore.store.event_store import EventStore
 from viewstore.store.records import (
     AppendResult,
+    CondensationRecord,
     ConversationReport,
+    ConversationSummary,
     StoredEvent,
     StoredView,
     VerifyReport,
@@ -11,7 +13,9 @@ from viewstore.store.records import (
 
 __all__ = [
     "AppendResult",
+    "CondensationRecord",
     "ConversationReport",
+    "ConversationSummary",
     "EventStore",
     "StoredEvent",
     "StoredView",

@@ -24,7 +24,7 @@ from viewstore.errors import (
 )
 from viewstore.events import Event, Role, parse_event
 from viewstore.projector import Projection, ProjectionState, needs_view, project
-from viewstore.store import audit, fast_path, reads, revisions, rows
+from viewstore.store import audit, fast_path, overview, reads, revisions, rows
 from viewstore.store.engine import WRITE, check_supported, create_engine_for, default_url
 from viewstore.store.feed import FeedEntry, check_limit, decode_cursor, read_feed
 from viewstore.store.inputs import (
@@ -33,7 +33,14 @@ from viewstore.store.inputs import (
     conversation_key,
     parse_batch,
 )
-from viewstore.store.records import AppendResult, StoredEvent, StoredView, VerifyReport
+from viewstore.store.records import (
+    AppendResult,
+    CondensationRecord,
+    ConversationSummary,
+    StoredEvent,
+    StoredView,
+    VerifyReport,
+)
 from viewstore.store.translate import translated
 from viewstore.view import View
 
@@ -316,6 +323,46 @@ class EventStore:
     def conversations(self) -> list[str]:
         with self._read() as conn:
             return reads.conversation_ids(conn)
+
+    def summaries(
+        self,
+        *,
+        search: str = "",
+        sort: str = "updated",
+        descending: bool = True,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> tuple[int, list[ConversationSummary]]:
+        """A page of conversations whose id contains ``search``, sorted by ``sort`` (one of
+        ``overview.SORTS``), and how many match in all."""
+        problems = overview.check_page(sort, offset, limit)
+        if problems:
+            raise InvalidArgumentError("; ".join(problems))
+        with self._read() as conn:
+            return overview.summaries(
+                conn,
+                search=str(search),
+                sort=sort,
+                descending=bool(descending),
+                offset=offset,
+                limit=limit,
+            )
+
+    def condensations(
+        self, conversation_id: str | uuid.UUID, *, upto: int | None = None
+    ) -> list[CondensationRecord]:
+        """The conversation's condensations in seq order (those at or before ``upto``)."""
+        key = conversation_key(conversation_id)
+        with self._read() as conn:
+            if upto is not None:
+                self._check_seq(conn, key, upto)
+            return overview.condensation_records(conn, key, upto=upto)
+
+    def event(self, conversation_id: str | uuid.UUID, event_id: str) -> StoredEvent | None:
+        """The stored event with this id, or None if the conversation has none."""
+        key = conversation_key(conversation_id)
+        with self._read() as conn:
+            return overview.event_by_id(conn, key, str(event_id))
 
     def _log(self, key: str, as_of: int | None = None) -> tuple[int, list[Event]]:
         with self._read() as conn:
