@@ -36,3 +36,16 @@ def read_only_engine(url: str) -> Engine:
 
 def read_only_store(url: str) -> EventStore:
     return EventStore(read_only_engine(url))
+
+
+#: The tables the viewer reads. On PostgreSQL the role ``viewstore_reader`` may read only the
+#: analyst views until an administrator runs ``VIEWER_GRANT`` (README, "See it").
+VIEWER_TABLES = (
+    "conversations",
+    "events",
+    "view_entries",
+    "manipulation_indices",
+    "condensations",
+    "condensation_forgotten",
+)
+VIEWER_GRANT = f"GRANT SELECT ON {', '.join(VIEWER_TABLES)} TO viewstore_reader"
