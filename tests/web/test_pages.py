@@ -221,3 +221,21 @@ def test_static_assets_are_served_locally(client: TestClient) -> None:
     css = client.get("/static/style.css")
     assert css.status_code == 200 and "http" not in css.text
     assert "http" not in client.get("/").text.split("<body>")[0]  # nothing fetched elsewhere
+
+
+def test_a_long_view_is_paged(db_url: str, browsed: Browsed) -> None:
+    from ..store._helpers import history  # noqa: PLC0415
+
+    with EventStore(db_url) as store:
+        store.append("long", history(300))  # a view of 603 events
+        ids = store.view("long").event_ids
+    with TestClient(create_app(db_url)) as client:
+        page = client.get("/c/long").text
+        assert _view_ids(page) == ids[103:]  # the last 500
+        assert 'data-windowed="1"' in page and "positions 103-602 of 603" in page
+        first = client.get("/c/long", params={"first": 0}).text
+        assert _view_ids(first) == ids[:500]
+        view = client.get("/api/c/long/view", params={"first": 500}).json()
+        assert [e["event_id"] for e in view["events"]] == ids[500:]
+        assert (view["length"], view["first"]) == (603, 500)
+        assert client.get("/c/long", params={"first": 603}).status_code == 404

@@ -64,3 +64,17 @@ def test_condensations_and_event_by_id(db_url: str) -> None:
         assert store.event("two-ranges", "nope") is None
         with pytest.raises(ConversationNotFoundError):
             store.event("missing", "m2")
+
+
+def test_one_condensation_and_forgotten_by(db_url: str) -> None:
+    with EventStore(db_url) as store:
+        populate(store)
+        record = store.condensation("two-ranges", 10)
+        assert record is not None and record.event_id == "c1"
+        assert sorted(record.forgotten) == [("a0", True), ("a1", True), ("o0", True), ("o1", True)]
+        assert store.condensation("two-ranges", 9) is None
+        with pytest.raises(InvalidArgumentError):
+            store.condensation("two-ranges", 12)
+        assert store.forgotten_by("two-ranges", ["a0", "m1", "o1", "nope"]) == {"a0": 10, "o1": 10}
+        assert store.forgotten_by("two-ranges", ["a0"], upto=9) == {}
+        assert store.forgotten_by("two-ranges", []) == {}

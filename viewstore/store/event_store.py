@@ -358,6 +358,26 @@ class EventStore:
                 self._check_seq(conn, key, upto)
             return overview.condensation_records(conn, key, upto=upto)
 
+    def condensation(self, conversation_id: str | uuid.UUID, seq: int) -> CondensationRecord | None:
+        """The condensation at ``seq``, or None if the event there is not one."""
+        key = conversation_key(conversation_id)
+        with self._read() as conn:
+            self._check_seq(conn, key, seq)
+            found = overview.condensation_records(conn, key, upto=None, seq=seq)
+        return found[0] if found else None
+
+    def forgotten_by(
+        self, conversation_id: str | uuid.UUID, event_ids: Iterable[str], *, upto: int | None = None
+    ) -> dict[str, int]:
+        """Which of ``event_ids`` a condensation forgot (at or before ``upto``), each with the
+        seq of the first condensation that did."""
+        key = conversation_key(conversation_id)
+        ids = [str(event_id) for event_id in event_ids]
+        with self._read() as conn:
+            if upto is not None:
+                self._check_seq(conn, key, upto)
+            return overview.forgotten_by(conn, key, ids, upto=upto) if ids else {}
+
     def event(self, conversation_id: str | uuid.UUID, event_id: str) -> StoredEvent | None:
         """The stored event with this id, or None if the conversation has none."""
         key = conversation_key(conversation_id)

@@ -57,8 +57,10 @@ def summaries(
 
 
 def condensation_records(
-    conn: Connection, conversation_id: str, *, upto: int | None
+    conn: Connection, conversation_id: str, *, upto: int | None, seq: int | None = None
 ) -> list[CondensationRecord]:
+    """The conversation's condensations (those at or before ``upto``, or only the one at
+    ``seq``) with what each forgot."""
     conversation_row(conn, conversation_id)
     query = select(condensations).where(condensations.c.conversation_id == conversation_id)
     forgotten = select(condensation_forgotten).where(
@@ -67,6 +69,9 @@ def condensation_records(
     if upto is not None:
         query = query.where(condensations.c.seq <= upto)
         forgotten = forgotten.where(condensation_forgotten.c.seq <= upto)
+    if seq is not None:
+        query = query.where(condensations.c.seq == seq)
+        forgotten = forgotten.where(condensation_forgotten.c.seq == seq)
     by_seq: dict[int, list[tuple[str, bool]]] = {}
     for row in conn.execute(forgotten):
         by_seq.setdefault(row.seq, []).append((row.event_id, bool(row.was_in_view)))
@@ -80,6 +85,23 @@ def condensation_records(
         )
         for row in conn.execute(query.order_by(condensations.c.seq))
     ]
+
+
+def forgotten_by(
+    conn: Connection, conversation_id: str, event_ids: Sequence[str], *, upto: int | None
+) -> dict[str, int]:
+    """For each of ``event_ids`` that a condensation forgot (at or before ``upto``): the seq of
+    the first one that did. One lookup per id in the forgotten rows' event-id index."""
+    conversation_row(conn, conversation_id)
+    table = condensation_forgotten
+    query = (
+        select(table.c.event_id, func.min(table.c.seq))
+        .where(table.c.conversation_id == conversation_id, table.c.event_id.in_(event_ids))
+        .group_by(table.c.event_id)
+    )
+    if upto is not None:
+        query = query.where(table.c.seq <= upto)
+    return {event_id: int(seq) for event_id, seq in conn.execute(query)}
 
 
 def event_by_id(conn: Connection, conversation_id: str, event_id: str) -> StoredEvent | None:

@@ -35,7 +35,8 @@ def conversations(request: Request) -> JSONResponse:
 
 def view(request: Request) -> JSONResponse:
     key = params.conversation(request)
-    return JSONResponse(model.view_data(_store(request), key, params.integer(request, "seq")))
+    seq, first = params.integer(request, "seq"), params.integer(request, "first")
+    return JSONResponse(model.view_data(_store(request), key, seq, first)[1])
 
 
 def log(request: Request) -> JSONResponse:
@@ -49,7 +50,7 @@ def log(request: Request) -> JSONResponse:
             key,
             params.integer(request, "seq"),
             params.integer(request, "after"),
-            limit,
+            limit=limit,
         )
     )
 

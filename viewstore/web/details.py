@@ -49,10 +49,9 @@ def condensation_data(store: EventStore, key: str, seq: int) -> dict[str, Any]:
     """What the condensation at ``seq`` forgot, grouped into runs of the view it cut, its
     summary and where that went, and the view before and after as a diff."""
     version = store.version(key)
-    records = [r for r in store.condensations(key) if r.seq == seq] if 0 < seq <= version else []
-    if not records:
+    record = store.condensation(key, seq) if 0 < seq <= version else None
+    if record is None:
         raise NotFound(f"{key} has no condensation at seq {seq}")
-    record = records[0]
     before = _view(store, key, seq - 1, version)
     after = _view(store, key, seq, version)
     position = {event_id: i for i, event_id in enumerate(before.event_ids)}
@@ -81,7 +80,6 @@ def condensation_data(store: EventStore, key: str, seq: int) -> dict[str, Any]:
         "view_before": len(before.event_ids),
         "view_after": len(after.event_ids),
         "diff": sequence_diff(before, after),
-        "previous": max((r.seq for r in store.condensations(key, upto=seq - 1)), default=None),
     }
 
 
@@ -118,11 +116,7 @@ def event_data(store: EventStore, key: str, event_id: str) -> dict[str, Any]:
     if event is None:
         raise NotFound(f"{key} has no event {event_id!r}")
     live = store.view(key)
-    forgotten_by = None
-    for record in store.condensations(key):
-        if any(eid == event_id for eid, _ in record.forgotten):
-            forgotten_by = record.seq
-            break
+    forgotten_by = store.forgotten_by(key, [event_id]).get(event_id)
     row = event_row(0, event.event_id, event.payload_json)
     del row["position"]
     return {

@@ -7,14 +7,16 @@ them as they are, so the two can never disagree.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from viewstore.errors import InvalidArgumentError
-from viewstore.store import CondensationRecord, EventStore, StoredEvent, StoredView
+from viewstore.store import EventStore, StoredEvent, StoredView
 from viewstore.web.content import blocks, parse
 
 LOG_PAGE = 100
+#: View rows on one page; a longer view is paged (the step control then reloads the page).
+VIEW_PAGE = 500
 #: Unchanged rows shown around each change in a diff; longer runs are folded.
 CONTEXT = 2
 
@@ -51,59 +53,62 @@ def _rows(view: StoredView, only: Iterable[int] | None = None) -> list[dict[str,
 def _view(store: EventStore, key: str, seq: int, version: int) -> StoredView:
     if not 0 <= seq <= version:
         raise NotFound(f"seq {seq} is out of range: {key} has events 1 to {version} (0: empty)")
-    return store.view(key, as_of=seq)
+    # The current view is one index range scan; an as-of read scans the rows' lifetimes.
+    return store.view(key, as_of=None if seq == version else seq)
 
 
-def view_data(store: EventStore, key: str, seq: int | None) -> dict[str, Any]:
+def view_data(
+    store: EventStore, key: str, seq: int | None, first: int | None = None
+) -> tuple[StoredView, dict[str, Any]]:
+    """The view at ``seq``: its rows from position ``first`` on, at most ``VIEW_PAGE`` of them
+    (by default the last ones: what the LLM read most recently)."""
     version = store.version(key)
     at = version if seq is None else seq
     view = _view(store, key, at, version)
-    return {
+    length = len(view.event_ids)
+    start = max(0, length - VIEW_PAGE) if first is None else first
+    if first is not None and not 0 <= first <= max(0, length - 1):
+        raise NotFound(f"the view at seq {at} has {length} events: no position {first}")
+    return view, {
         "conversation_id": key,
         "version": version,
         "seq": at,
-        "events": _rows(view),
+        "length": length,
+        "first": start,
+        "events": _rows(view, range(start, min(length, start + VIEW_PAGE))),
         "manipulation_indices": list(view.manipulation_indices),
         "unhandled_condensation_request": view.unhandled_condensation_request,
     }
 
 
-def _forgotten_by(records: Sequence[CondensationRecord], upto: int) -> dict[str, int]:
-    """Which condensation (its seq) forgot each event, as of ``upto``: the first one wins."""
-    found: dict[str, int] = {}
-    for record in records:
-        if record.seq > upto:
-            break
-        for event_id, _ in record.forgotten:
-            found.setdefault(event_id, record.seq)
-    return found
-
-
 def log_data(
-    store: EventStore, key: str, seq: int | None, after: int | None, limit: int = LOG_PAGE
+    store: EventStore,
+    key: str,
+    seq: int | None,
+    after: int | None,
+    *,
+    limit: int = LOG_PAGE,
+    view: StoredView | None = None,
 ) -> dict[str, Any]:
-    """A page of the full log, each event marked against the view at ``seq``."""
+    """A page of the full log, each event marked against the view at ``seq`` (``view``, when
+    the caller has read it already)."""
     version = store.version(key)
     at = version if seq is None else seq
-    view = _view(store, key, at, version)
+    if view is None:
+        view = _view(store, key, at, version)
     start = max(0, at - limit) if after is None else after
     if not 0 <= start <= version:
         raise NotFound(f"log offset {start} is out of range: {key} has {version} events")
     in_view = set(view.event_ids)
-    records = store.condensations(key)
-    forgotten = _forgotten_by(records, at)
-    condensation_seqs = {record.seq for record in records}
-    rows = []
-    for event in store.events(key, after=start, limit=limit):
-        rows.append(_log_row(event, at, in_view, forgotten, condensation_seqs))
+    page = store.events(key, after=start, limit=limit)
+    forgotten = store.forgotten_by(key, [e.event_id for e in page if e.seq <= at], upto=at)
     return {
         "conversation_id": key,
         "version": version,
         "seq": at,
         "after": start,
         "limit": limit,
-        "events": rows,
-        "condensations": [record.seq for record in records],
+        "events": [_log_row(event, at, in_view, forgotten) for event in page],
     }
 
 
@@ -112,7 +117,6 @@ def _log_row(
     at: int,
     in_view: set[str],
     forgotten: dict[str, int],
-    condensation_seqs: set[int],
 ) -> dict[str, Any]:
     payload = parse(event.payload_json)
     if event.seq > at:
@@ -131,7 +135,7 @@ def _log_row(
         "timestamp": payload.get("timestamp"),
         "state": state,
         "forgotten_by": forgotten.get(event.event_id) if state == "forgotten" else None,
-        "is_condensation": event.seq in condensation_seqs,
+        "is_condensation": event.kind == "Condensation",
     }
 
 

@@ -88,6 +88,8 @@ def _components() -> dict[str, Any]:
                 "conversation_id": STR,
                 "version": INT,
                 "seq": INT,
+                "length": INT,
+                "first": INT,
                 "events": {"type": "array", "items": _ref("ViewEvent")},
                 "manipulation_indices": INTS,
                 "unhandled_condensation_request": BOOL,
@@ -100,7 +102,6 @@ def _components() -> dict[str, Any]:
                 "seq": INT,
                 "after": INT,
                 "limit": INT,
-                "condensations": INTS,
                 "events": {
                     "type": "array",
                     "items": _obj(
@@ -152,7 +153,6 @@ def _components() -> dict[str, Any]:
                 "view_before": INT,
                 "view_after": INT,
                 "diff": {"type": "array", "items": _ref("DiffRow")},
-                "previous": NINT,
             }
         ),
         "Audit": _obj(
@@ -238,7 +238,11 @@ def schema() -> dict[str, Any]:
                     _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "size"),
                 ],
             ),
-            f"{base}/view": _get("The view at a seq", "View", [CONVERSATION, SEQ]),
+            f"{base}/view": _get(
+                "The view at a seq (up to 500 of its events, from position first)",
+                "View",
+                [CONVERSATION, SEQ, _query("first", INT, "position of the first event shown")],
+            ),
             f"{base}/log": _get(
                 "A page of the log, marked against the view at a seq",
                 "Log",

@@ -37,9 +37,16 @@ def conversations(request: Request) -> Response:
 def conversation(request: Request) -> Response:
     store, key = _store(request), params.conversation(request)
     seq = params.integer(request, "seq")
-    view = model.view_data(store, key, seq)
-    log = model.log_data(store, key, view["seq"], params.integer(request, "log"))
-    return _render(request, "conversation.html", {"view": view, "log": log})
+    read, view = model.view_data(store, key, seq, params.integer(request, "first"))
+    log = model.log_data(store, key, view["seq"], params.integer(request, "log"), view=read)
+    context = {
+        "view": view,
+        "log": log,
+        "cuts": set(view["manipulation_indices"]),
+        "windowed": view["length"] > model.VIEW_PAGE,
+        "page": model.VIEW_PAGE,
+    }
+    return _render(request, "conversation.html", context)
 
 
 def log_fragment(request: Request) -> Response:

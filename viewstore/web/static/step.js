@@ -77,6 +77,8 @@
 
   function go(target) {
     if (!(target >= 0 && target <= version) || target === seq) { return; }
+    // A view paged over several pages has no single list to patch: load the step's page.
+    if (form.dataset.windowed === "1") { window.location = base + "?seq=" + target; return; }
     var ticket = ++pending, from = seq;
     form.classList.add("loading");
     Promise.all([
