@@ -5,8 +5,8 @@
 The PostgreSQL server URL defaults to ``VIEWSTORE_TEST_POSTGRES_URL``; a fresh database is
 created on it for the run and dropped afterwards. SQLite runs on a temporary file. Results are
 printed and written to ``benchmarks/results/`` (view.json, store-sqlite.json,
-store-postgresql.json). ``--quick`` shrinks every size, for a smoke test of the suite itself:
-its figures mean nothing.
+store-postgresql.json, web-sqlite.json, web-postgresql.json). ``--quick`` shrinks every size,
+for a smoke test of the suite itself: its figures mean nothing.
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from benchmarks import bench_store, bench_view
+from benchmarks import bench_store, bench_view, bench_web
 
 QUICK_VIEW = ["--events", "600", "--repeat", "3", "--block", "50"]
 QUICK_STORE = ["--large", "600", "--blocks", "2", "--block", "5", "--repeat", "2"]
 QUICK_WRITERS = ["--writer-appends", "20"]
+QUICK_WEB = ["--events", "600", "--repeat", "2"]
 
 
 @contextmanager
@@ -67,12 +68,18 @@ def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
     store_args = ["--results-dir", str(results), *(QUICK_STORE if quick else [])]
     print("\n== SQLite", flush=True)
     bench_store.main(["--url", f"sqlite:///{scratch / 'bench.db'}", *store_args])
+    web_args = ["--results-dir", str(results), *(QUICK_WEB if quick else [])]
+    print("\n== viewer pages, SQLite", flush=True)
+    bench_web.main(["--url", f"sqlite:///{scratch / 'web.db'}", *web_args])
     if not postgres_url:
         print("\n(no PostgreSQL: pass --postgres-url or set VIEWSTORE_TEST_POSTGRES_URL)")
         return 0
     print("\n== PostgreSQL", flush=True)
     with scratch_postgres(postgres_url) as url:
         bench_store.main(["--url", url, *store_args, *(QUICK_WRITERS if quick else [])])
+    print("\n== viewer pages, PostgreSQL", flush=True)
+    with scratch_postgres(postgres_url) as url:
+        bench_web.main(["--url", url, *web_args])
     return 0
 
 

@@ -22,6 +22,8 @@ def test_suite_runs_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     for measure in ("single_append", "history", "batches", "condensation", "reads", "memory"):
         assert measure in store
     assert json.loads((tmp_path / "view.json").read_text())["append"]["ratio"] > 0
+    web = json.loads((tmp_path / "web-sqlite.json").read_text())
+    assert web["condensed"]["pages"]["conversation_now"]["ms"] > 0
 
 
 @pytest.mark.postgres
