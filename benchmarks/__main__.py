@@ -4,9 +4,15 @@
 
 The PostgreSQL server URL defaults to ``VIEWSTORE_TEST_POSTGRES_URL``; a fresh database is
 created on it for the run and dropped afterwards. SQLite runs on a temporary file. Results are
+<<<<<<< HEAD
 printed and written to ``benchmarks/results/`` (view.json, store-sqlite.json,
 store-postgresql.json, web-sqlite.json, web-postgresql.json). ``--quick`` shrinks every size,
 for a smoke test of the suite itself: its figures mean nothing.
+=======
+printed and written to ``benchmarks/results/`` (cli.json, view.json, store-sqlite.json,
+store-postgresql.json). ``--quick`` shrinks every size, for a smoke test of the suite itself: its
+figures mean nothing.
+>>>>>>> main
 """
 
 from __future__ import annotations
@@ -23,7 +29,11 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+<<<<<<< HEAD
 from benchmarks import bench_store, bench_view, bench_web
+=======
+from benchmarks import bench_cli, bench_store, bench_view
+>>>>>>> main
 
 QUICK_VIEW = ["--events", "600", "--repeat", "3", "--block", "50"]
 QUICK_STORE = ["--large", "600", "--blocks", "2", "--block", "5", "--repeat", "2"]
@@ -63,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
 def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
     # A quick run is a smoke test: it must not overwrite the real results.
     results = scratch if quick else bench_store.RESULTS
-    print("== pure view engine", flush=True)
+    print("== command-line start-up", flush=True)
+    bench_cli.main(["--runs", "3" if quick else "20", "--output", str(results / "cli.json")])
+    print("\n== pure view engine", flush=True)
     bench_view.main([*(QUICK_VIEW if quick else []), "--output", str(results / "view.json")])
     store_args = ["--results-dir", str(results), *(QUICK_STORE if quick else [])]
     print("\n== SQLite", flush=True)

@@ -6,7 +6,7 @@ It generates a realistic OpenHands stream (~1 KiB events: a system prompt, user 
 messages, batches of 1-3 tool calls sharing an ``llm_response_id`` with thinking on the first
 action now and then, observations in and out of order, agent errors, rejections, state updates
 and token events, and periodic condensations made like the real ``LLMSummarizingCondenser`` from
-the live manipulation indices, SEMANTICS.md 11) and measures:
+the live manipulation indices, docs/semantics.md §11) and measures:
 
 * the cost of one ``View.append_event`` at a history of ~100 events and at ~N events (median
   over repetitions of ``perf_counter_ns`` around a block of appends of the same pre-parsed
@@ -212,7 +212,7 @@ class StreamGenerator:
             }
         )
 
-    # -- the condenser (SEMANTICS.md 11) ------------------------------------------------
+    # -- the condenser (docs/semantics.md §11) ------------------------------------------------
 
     def _maybe_condense(self) -> Iterator[dict[str, Any]]:
         view = self.view.events

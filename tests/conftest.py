@@ -2,7 +2,7 @@
 
 Fixtures yield database URL strings only; tests build their own store/engine from them.
 
-PostgreSQL server resolution (see DESIGN.md "Backends"):
+PostgreSQL server resolution (see docs/operations.md, "Tests against PostgreSQL"):
 1. ``VIEWSTORE_TEST_POSTGRES_URL`` if set (CI always sets it; connection errors are errors);
 2. otherwise testcontainers' PostgreSQL where a Docker engine answers;
 3. otherwise PostgreSQL tests skip with the reason.

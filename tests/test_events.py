@@ -1,6 +1,6 @@
 """``parse_event``: the 19 OpenHands kinds, lossless payloads, and precise rejections.
 
-SEMANTICS.md 1-2: an event's class is its ``kind``; the view logic reads only ``id`` and a few
+docs/semantics.md §1-2: an event's class is its ``kind``; the view logic reads only ``id`` and a few
 tool-call and condensation fields. Everything else is kept, byte for byte in value, and a kind
 this code does not know becomes an opaque event that the view ignores.
 """
@@ -40,7 +40,7 @@ ROLES: dict[str, Role] = {
     "StreamingDeltaEvent": Role.OTHER,
 }
 
-# Kinds that never appear in the persisted reference streams (SEMANTICS.md 1: the summary is
+# Kinds that never appear in the persisted reference streams (docs/semantics.md §1: the summary is
 # synthesized, completion logs and streaming deltas are transient): made by hand here.
 HANDMADE = {
     "CondensationSummaryEvent": (

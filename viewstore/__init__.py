@@ -3,36 +3,98 @@
 Events and condensations go into tables through one repository (:class:`EventStore`); each
 conversation's live view and manipulation indices are kept as rows, updated in the same
 transaction as every append.
+
+The names below are imported on first use (PEP 562): ``import viewstore`` and the command
+line's start-up then cost no SQLAlchemy, pydantic or Alembic import until a store is used.
+Logging goes to the ``viewstore`` logger and its children, silent unless the application
+configures logging (docs/operations.md).
 """
 
-from viewstore.errors import (
-    AuthenticationError,
-    ConcurrencyError,
-    ConversationNotFoundError,
-    DatabaseNotFoundError,
-    DuplicateEventError,
-    InvalidArgumentError,
-    InvalidEventError,
-    NoManipulationIndexError,
-    PayloadTooLargeError,
-    SchemaError,
-    SchemaMismatchError,
-    ServerUnreachableError,
-    StorageError,
-    TransientStorageError,
-    UnsupportedDatabaseError,
-    ViewstoreError,
-)
-from viewstore.events import Event, Role, parse_event
-from viewstore.retry import append_with_retry
-from viewstore.store import AppendResult, EventStore, StoredEvent, StoredView, VerifyReport
-from viewstore.store.feed import FeedEntry
-from viewstore.view import ManipulationIndices, View
+from __future__ import annotations
 
-__all__ = [
+import importlib
+import logging
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"  # kept equal to pyproject.toml by tests/test_habits.py
+
+logging.getLogger("viewstore").addHandler(logging.NullHandler())
+
+if TYPE_CHECKING:
+    from viewstore.errors import (
+        AuthenticationError,
+        ConcurrencyError,
+        ConversationNotFoundError,
+        DatabaseNotFoundError,
+        DuplicateEventError,
+        InvalidArgumentError,
+        InvalidEventError,
+        NoManipulationIndexError,
+        PayloadTooLargeError,
+        SchemaError,
+        SchemaMismatchError,
+        ServerUnreachableError,
+        StorageError,
+        TransientStorageError,
+        UnsupportedDatabaseError,
+        ViewstoreError,
+    )
+    from viewstore.events import Event, Role, parse_event
+    from viewstore.retry import append_with_retry
+    from viewstore.store import (
+        AppendResult,
+        ConversationInfo,
+        EventStore,
+        StoredEvent,
+        StoredView,
+        VerifyReport,
+    )
+    from viewstore.store.engine import create_engine_for as create_engine
+    from viewstore.store.feed import FeedEntry
+    from viewstore.view import ManipulationIndices, View
+
+_ERRORS = "viewstore.errors"
+_STORE = "viewstore.store"
+#: Each public name, and the module it comes from (``create_engine`` is renamed).
+_WHERE = {
+    "AppendResult": _STORE,
+    "AuthenticationError": _ERRORS,
+    "ConcurrencyError": _ERRORS,
+    "ConversationInfo": _STORE,
+    "ConversationNotFoundError": _ERRORS,
+    "DatabaseNotFoundError": _ERRORS,
+    "DuplicateEventError": _ERRORS,
+    "Event": "viewstore.events",
+    "EventStore": _STORE,
+    "FeedEntry": "viewstore.store.feed",
+    "InvalidArgumentError": _ERRORS,
+    "InvalidEventError": _ERRORS,
+    "ManipulationIndices": "viewstore.view",
+    "NoManipulationIndexError": _ERRORS,
+    "PayloadTooLargeError": _ERRORS,
+    "Role": "viewstore.events",
+    "SchemaError": _ERRORS,
+    "SchemaMismatchError": _ERRORS,
+    "ServerUnreachableError": _ERRORS,
+    "StorageError": _ERRORS,
+    "StoredEvent": _STORE,
+    "StoredView": _STORE,
+    "TransientStorageError": _ERRORS,
+    "UnsupportedDatabaseError": _ERRORS,
+    "VerifyReport": _STORE,
+    "View": "viewstore.view",
+    "ViewstoreError": _ERRORS,
+    "append_with_retry": "viewstore.retry",
+    "create_engine": "viewstore.store.engine",
+    "parse_event": "viewstore.events",
+}
+_RENAMED = {"create_engine": "create_engine_for"}
+
+__all__ = [  # every name of _WHERE, and the version
     "AppendResult",
     "AuthenticationError",
     "ConcurrencyError",
+    "ConversationInfo",
     "ConversationNotFoundError",
     "DatabaseNotFoundError",
     "DuplicateEventError",
@@ -56,6 +118,21 @@ __all__ = [
     "VerifyReport",
     "View",
     "ViewstoreError",
+    "__version__",
     "append_with_retry",
+    "create_engine",
     "parse_event",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'viewstore' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), _RENAMED.get(name, name))
+    globals()[name] = value  # once imported, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})

@@ -49,7 +49,10 @@ class InvalidEventError(ViewstoreError, ValueError):
         if self.field is not None:
             where.append(f"field {self.field!r}")
         prefix = ", ".join(where)
-        return f"{prefix}: {self.reason}" if prefix else self.reason
+        text = f"{prefix}: {self.reason}" if prefix else self.reason
+        # A kind may hold a lone surrogate (the very error reported): escape it, so that the
+        # message itself can be printed and encoded.
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
     def at_index(self, index: int) -> InvalidEventError:
         """The same error, placed at position ``index`` of a batch."""
@@ -101,6 +104,16 @@ class DuplicateEventError(ViewstoreError, ValueError):
         self.event_id = event_id
         self.reason = reason
         super().__init__(f"event {event_id!r} in conversation {conversation_id!r}: {reason}")
+
+
+class ImportFileError(ViewstoreError, ValueError):
+    """A file or folder of an OpenHands conversation folder cannot be read, or written by an
+    export (a corrupt event file, a path that leads outside the folder named...); names it."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
 
 
 class StorageError(ViewstoreError):

@@ -1,7 +1,7 @@
 """OpenHands events as viewstore sees them.
 
 An :class:`Event` is a frozen envelope around the exact JSON object OpenHands wrote. It exposes
-the handful of fields the view logic reads (SEMANTICS.md section 2) and keeps the whole object,
+the handful of fields the view logic reads (docs/semantics.md §2) and keeps the whole object,
 as canonical JSON text, so storage and export are lossless. Fields that the view logic does not
 read are not validated beyond being JSON: a newer SDK adding fields must not make events
 unreadable, and neither must a kind this code has never heard of (it becomes an opaque event that
@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from viewstore.errors import InvalidEventError, PayloadTooLargeError
+from viewstore.jsontext import DuplicateKeyError, JsonTooDeepError, check_value_depth, loads_strict
 
 
 class Role(StrEnum):
@@ -149,10 +150,6 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def _load_json(text: str | bytes) -> Any:
     if isinstance(text, bytes | bytearray):
         try:
@@ -160,10 +157,11 @@ def _load_json(text: str | bytes) -> Any:
         except UnicodeDecodeError as e:
             raise InvalidEventError(f"not valid UTF-8: {e.reason} at byte {e.start}") from e
     try:
-        value: Any = json.loads(text, parse_constant=_reject_constant)
+        return loads_strict(text)
+    except (JsonTooDeepError, DuplicateKeyError) as e:
+        raise InvalidEventError(str(e)) from e
     except ValueError as e:
         raise InvalidEventError(f"not valid JSON: {e}") from e
-    return value
 
 
 def parse_event(
@@ -173,6 +171,9 @@ def parse_event(
 
     Raises :class:`InvalidEventError` naming the kind, id, field and reason when the value is
     not an event this store can keep; ``max_bytes`` bounds the UTF-8 size of the stored JSON.
+    JSON text may not repeat a key within an object, and no event may nest deeper than
+    ``viewstore.jsontext.MAX_JSON_DEPTH`` levels (checked without recursing). An ``Event`` is
+    returned as it is: the store checks it again (``viewstore.store.inputs``).
     """
     if isinstance(obj, Event):
         if max_bytes is not None:
@@ -183,9 +184,24 @@ def parse_event(
             # A cheap early exit: no UTF-8 encoding of the text can shrink below a quarter.
             raise PayloadTooLargeError(f"event is {len(obj)} bytes, the limit is {max_bytes}")
         obj = _load_json(obj)
+    elif isinstance(obj, dict):
+        try:
+            check_value_depth(obj)
+        except JsonTooDeepError as e:
+            kind, event_id = _hints(obj)
+            raise InvalidEventError(str(e), kind=kind, event_id=event_id) from e
     if not isinstance(obj, dict):
         raise InvalidEventError(f"an event must be a JSON object, got {type(obj).__name__}")
     return _build(obj, max_bytes)
+
+
+def _hints(obj: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The kind and id of a raw event, where they are strings, to name it in an error."""
+    kind, event_id = obj.get("kind"), obj.get("id")
+    return (
+        kind if isinstance(kind, str) else None,
+        event_id if isinstance(event_id, str) else None,
+    )
 
 
 def _check_size(text: str, kind: str | None, event_id: str | None, max_bytes: int) -> None:

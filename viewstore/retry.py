@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import math
 import random
 import time
 import uuid
@@ -15,12 +17,13 @@ from viewstore.errors import (
     TransientStorageError,
 )
 from viewstore.events import Event
-from viewstore.store.inputs import EventInput, conversation_key
+from viewstore.store.inputs import EventInput, check_integer, new_conversation_key
 from viewstore.store.records import AppendResult, StoredView
 
 if TYPE_CHECKING:
     from viewstore.store.event_store import EventStore
 
+log = logging.getLogger("viewstore.retry")
 Decision = EventInput | Iterable[EventInput] | None
 DEFAULT_ATTEMPTS = 20
 DEFAULT_BACKOFF = 0.005
@@ -80,11 +83,15 @@ def append_with_retry(
 
         result = append_with_retry(store, conversation_id, decide)
     """
-    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
-        raise InvalidArgumentError(f"attempts must be a positive integer, got {attempts!r}")
-    if backoff < 0 or max_backoff < 0:
-        raise InvalidArgumentError("backoff and max_backoff must not be negative")
-    key = conversation_key(conversation_id)
+    check_integer("attempts", attempts, minimum=1)
+    for name, value in (("backoff", backoff), ("max_backoff", max_backoff)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 <= value < math.inf
+        ):
+            raise InvalidArgumentError(f"{name} must be a finite number >= 0, got {value!r}")
+    key = new_conversation_key(conversation_id)
     pending: tuple[int, list[EventInput]] | None = None  # decided; its commit may be in doubt
     for attempt in range(attempts):
         try:
@@ -102,12 +109,17 @@ def append_with_retry(
                 raise
             if on_conflict is not None:
                 on_conflict(error, attempt + 1)
+            log.info("retrying %r after a conflict (attempt %d)", key, attempt + 1)
         except TransientStorageError as error:
             if attempt + 1 >= attempts:
                 raise
             if on_transient is not None:
                 on_transient(error, attempt + 1)
-        time.sleep(random.uniform(0, min(max_backoff, backoff * 2**attempt)))
+            log.info("retrying %r after a transient failure (attempt %d): %s", key, attempt + 1,
+                     error)  # fmt: skip
+        # The exponent is capped: 2**1100 does not fit a float (OverflowError), and
+        # max_backoff bounds the wait long before that anyway.
+        time.sleep(random.uniform(0, min(max_backoff, backoff * 2 ** min(attempt, 64))))
     raise AssertionError("unreachable")  # pragma: no cover
 
 

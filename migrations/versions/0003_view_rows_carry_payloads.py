@@ -153,7 +153,14 @@ _FILL = sa.text(
 
 def _backfill(conn: sa.Connection) -> None:
     """Copy each row's event from the log (a summary: from its synthesized JSON), one
-    conversation and one batch of its rows, in key order, at a time."""
+    conversation and one batch of its rows, in key order, at a time.
+
+    It takes no conversation lock, unlike rebuild: it copies values of the immutable log into
+    rows that exist already, and never writes a version or carried state, so no append can be
+    rolled back by it; the ADD COLUMNs above hold view_entries' exclusive lock until the
+    migration commits, so appends that add view rows wait anyway. Taking the conversation row
+    locks too (after that table lock) would deadlock with an append holding its row lock and
+    waiting for view_entries."""
     for (conversation_id,) in conn.execute(sa.text("SELECT id FROM conversations")).all():
         after = ""
         while True:

@@ -41,7 +41,7 @@ def test_demo_builds_a_conversation_and_can_rerun(db_url: str) -> None:
     assert view["version"] == 16
     assert any(i.endswith("-summary") for i in view["event_ids"])
     with EventStore(db_url) as store:
-        assert len(store.conversations()) == 2  # a fresh id each run
+        assert len(store.conversation_ids()) == 2  # a fresh id each run
         assert store.verify().ok
     named = invoke(db_url, "demo", "--conversation", "d1")
     again = invoke(db_url, "demo", "--conversation", "d1")
@@ -67,7 +67,12 @@ def test_demo_console_script_on_a_fresh_sqlite_file(tmp_path: Path) -> None:
 
 
 def test_init_then_append_view_events_indices(db_url: str, tmp_path: Path) -> None:
-    assert json.loads(invoke(db_url, "init", "--json").stdout) == {"revision": "0004"}
+    from alembic.script import ScriptDirectory  # noqa: PLC0415
+
+    from viewstore.store.event_store import alembic_config  # noqa: PLC0415
+
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert json.loads(invoke(db_url, "init", "--json").stdout) == {"revision": head}
     events = demo_events()
     path = tmp_path / "demo.jsonl"
     path.write_text(_jsonl(events[:9]), encoding="utf-8")
@@ -172,7 +177,7 @@ def test_append_errors(sqlite_url: str, tmp_path: Path) -> None:
     result = invoke(sqlite_url, "append", "c", "-", input=twice)
     assert "line 3" in one_line_error(result)
     with EventStore(sqlite_url) as store:
-        assert store.conversations() == []
+        assert store.conversation_ids() == []
     invoke(sqlite_url, "append", "c", "-", input=json.dumps(events[0]))
     conflict = invoke(
         sqlite_url, "append", "c", "-", "--expected-version", "0", input=json.dumps(events[1])
@@ -219,7 +224,7 @@ def test_url_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     result = CliRunner().invoke(cli, ["demo", "--conversation", "env"], catch_exceptions=False)
     assert result.exit_code == 0
     with EventStore(url) as store:
-        assert store.conversations() == ["env"]
+        assert store.conversation_ids() == ["env"]
 
 
 def test_live_and_resume_views_of_a_reference_case(db_url: str, vectors_dir: Path) -> None:

@@ -111,7 +111,7 @@ def test_corrupt_event_file_imports_nothing(db_url: str, openhands_folder: Path)
     assert result.exit_code == 2
     assert bad.name in one_line_error(result)
     with EventStore(db_url) as store:
-        assert store.conversations() == []
+        assert store.conversation_ids() == []
 
 
 def test_unreadable_or_misnamed_files_import_nothing(db_url: str, openhands_folder: Path) -> None:
@@ -126,7 +126,7 @@ def test_unreadable_or_misnamed_files_import_nothing(db_url: str, openhands_fold
     assert result.exit_code == 2
     assert files[4].name in one_line_error(result)
     with EventStore(db_url) as store:
-        assert store.conversations() == []
+        assert store.conversation_ids() == []
 
 
 def test_non_hex_event_ids_are_imported(db_url: str, openhands_folder: Path) -> None:
@@ -159,7 +159,7 @@ def test_parent_folder_with_two_conversations(
     ids = [c["conversation_id"] for c in json.loads(result.stdout)["conversations"]]
     assert ids == [second, OPENHANDS_HEX]
     with EventStore(db_url) as store:
-        assert store.conversations() == sorted(ids)
+        assert store.conversation_ids() == sorted(ids)
         assert store.view(second).event_ids == store.view(OPENHANDS_HEX).event_ids
 
 
@@ -173,7 +173,7 @@ def test_one_bad_conversation_does_not_stop_the_others(db_url: str, openhands_fo
     assert result.exit_code == 2
     assert "event-00000-" in one_line_error(result)
     with EventStore(db_url) as store:
-        assert store.conversations() == [OPENHANDS_HEX]
+        assert store.conversation_ids() == [OPENHANDS_HEX]
 
 
 def test_import_of_a_folder_without_conversations_is_bad_input(db_url: str, tmp_path: Path) -> None:

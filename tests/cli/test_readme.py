@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
 from viewstore.cli import cli
@@ -50,7 +51,7 @@ def test_every_block_has_a_known_marker() -> None:
 def test_cli_reference_lists_exactly_the_commands() -> None:
     reference = section("CLI reference")
     documented = set(re.findall(r"^\| `viewstore ([a-z-]+)", reference, re.M))
-    assert documented == set(cli.commands)
+    assert documented == set(cli.list_commands(click.Context(cli)))
 
 
 def test_python_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,6 +7,7 @@ results are checked against the store's own API.
 
 from __future__ import annotations
 
+import json
 import secrets
 from typing import Any
 
@@ -158,7 +159,7 @@ def test_reader_role_can_select_the_views_and_write_nothing(fresh_pg_url: str) -
             with reader.connect() as conn, pytest.raises(Exception, match=REFUSED):
                 conn.execute(text(statement))
         with EventStore(fresh_pg_url) as store:
-            assert store.conversations() == ["demo"]
+            assert store.conversation_ids() == ["demo"]
             assert store.verify().ok
     finally:
         reader.dispose()
@@ -177,3 +178,173 @@ def _drop_role(url: str, login: str) -> None:
 def _drop(conn: Connection, login: str) -> None:
     conn.execute(text(f'DROP OWNED BY "{login}"'))
     conn.execute(text(f'DROP ROLE IF EXISTS "{login}"'))
+
+
+# -- NUL in payloads ---------------------------------------------------------------------------
+#
+# Conversation "nul": a message whose text, a key and a list hold NUL, a tool call whose error
+# holds NUL (in `error` and `tool_name`), another whose error holds the six characters
+# `\u0000` (an escaped backslash: not a NUL, and kept as it is), and a condensation whose
+# summary holds NUL. The views show each NUL as U+FFFD; the log keeps the exact payload.
+
+NUL_TEXT = "before\x00after"
+ESCAPED = "not a NUL: \\u0000 and \\\\\x00"  # a backslash, `u0000`; two backslashes and a NUL
+
+
+def _call(eid: str, call: str) -> dict[str, Any]:
+    return {
+        "kind": "ActionEvent",
+        "id": eid,
+        "source": "agent",
+        "tool_name": "terminal",
+        "tool_call_id": call,
+        "llm_response_id": f"r-{eid}",
+        "thinking_blocks": [],
+        "action": {"command": "ls\x00-la", "kind": "TerminalAction"},
+    }
+
+
+def _error(eid: str, call: str, tool: str, error: str) -> dict[str, Any]:
+    return {
+        "kind": "AgentErrorEvent",
+        "id": eid,
+        "source": "agent",
+        "tool_name": tool,
+        "tool_call_id": call,
+        "error": error,
+    }
+
+
+NUL_EVENTS: list[dict[str, Any]] = [
+    {
+        "kind": "MessageEvent",
+        "id": "m1",
+        "source": "user",
+        "llm_message": {"role": "user", "content": [{"type": "text", "text": NUL_TEXT}]},
+        "odd\x00key": ["\x00", "\\\x00"],
+    },
+    _call("a1", "t1"),
+    _error("x1", "t1", "term\x00inal", "bad\x00thing"),
+    _call("a2", "t2"),
+    _error("x2", "t2", "terminal", ESCAPED),
+    {"kind": "CondensationRequest", "id": "q1", "source": "environment"},
+    {
+        "kind": "Condensation",
+        "id": "c1",
+        "source": "environment",
+        "forgotten_event_ids": ["a1", "x1"],
+        "summary": "summed\x00up",
+        "summary_offset": 1,
+    },
+]
+
+
+def _without_nul(value: Any) -> Any:
+    """What the views show of a JSON value: every NUL, in keys and strings, as U+FFFD."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, list):
+        return [_without_nul(item) for item in value]
+    if isinstance(value, dict):
+        return {_without_nul(key): _without_nul(item) for key, item in value.items()}
+    return value
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+@pytest.fixture
+def nul_store(populated_store: EventStore) -> EventStore:
+    populated_store.append("nul", NUL_EVENTS)
+    return populated_store
+
+
+def test_every_recipe_works_whatever_the_payloads_hold(nul_store: EventStore) -> None:
+    params = {"conversation_id": "nul", "n": 0}
+    results = {name: run(nul_store, name, **params) for name in RECIPES}  # none raises
+    view = nul_store.view("nul")
+    assert [r.event_id for r in results["attention_window"]] == view.event_ids
+    assert view.event_ids == ["m1", "c1-summary", "a2", "x2"]
+    assert [r.forgotten_event_id for r in results["condensation_forgot"]] == ["a1", "x1"]
+    assert [r.event_id for r in run(nul_store, "view_after_event", conversation_id="nul", n=3)] == [
+        "m1",
+        "a1",
+        "x1",
+    ]
+    assert ("nul", 4) in [(r.conversation_id, r.view_length) for r in results["long_views"]]
+    assert ("nul", 4, 1) in [
+        (r.conversation_id, r.events_in_view, r.agent_errors) for r in results["errors_per_window"]
+    ]
+    errors = [(r.conversation_id, r.position, r.tool, r.error) for r in results["error_messages"]]
+    assert ("nul", 3, "terminal", ESCAPED.replace("\x00", "\ufffd")) in errors
+    assert ("demo", 5, "terminal", "Tool execution timed out after 120s.") in errors
+    # x1 left the view with the condensation; as of event 3 its text reads whole, NUL as U+FFFD.
+    with nul_store.engine.connect() as conn:
+        [(tool, error)] = conn.execute(
+            text(
+                "SELECT payload ->> 'tool_name', payload ->> 'error' FROM view_history "
+                "WHERE conversation_id = 'nul' AND event_id = 'x1'"
+            )
+        ).all()
+    assert (tool, error) == ("term\ufffdinal", "bad\ufffdthing")
+
+
+def test_the_views_show_each_payload_with_nul_as_u_fffd(nul_store: EventStore) -> None:
+    exact = {e.event_id: e.payload for e in nul_store.events("nul")}
+    exact["c1-summary"] = json.loads(nul_store.view("nul").payloads[1])
+    assert "\x00" in exact["c1-summary"]["summary"]  # the API keeps the exact text
+    with nul_store.engine.connect() as conn:
+        for view, ids in (
+            ("attention_window", {"m1", "c1-summary", "a2", "x2"}),
+            ("view_history", {"m1", "a1", "x1", "a2", "x2", "c1-summary"}),
+        ):
+            rows = conn.execute(
+                text(
+                    f"SELECT event_id, payload, payload ->> 'id' AS id FROM {view} "
+                    "WHERE conversation_id = 'nul'"
+                )
+            ).all()
+            assert {r.event_id for r in rows} == ids
+            for row in rows:
+                assert row.id == row.event_id
+                assert _json(row.payload) == _without_nul(exact[row.event_id]), row.event_id
+        summary = conn.execute(
+            text("SELECT summary FROM condensation_log WHERE conversation_id = 'nul'")
+        ).scalars()
+        assert set(summary) == {"summed\ufffdup"}
+    # The log itself is untouched: every payload round-trips exactly.
+    assert [e.payload for e in nul_store.events("nul")] == NUL_EVENTS
+
+
+def test_the_views_before_0007_failed_on_nul_and_0007_fixes_them(nul_store: EventStore) -> None:
+    """Downgraded to the revision before 0007, PostgreSQL cannot read a field of any payload
+    once one holds NUL and SQLite cuts the text at it; upgraded again, both read it."""
+    from alembic import command  # noqa: PLC0415
+    from alembic.script import ScriptDirectory  # noqa: PLC0415
+
+    from viewstore.store.event_store import alembic_config  # noqa: PLC0415
+
+    query = text(RECIPES["error_messages"])
+    before = ScriptDirectory.from_config(alembic_config()).get_revision("0007").down_revision
+    assert isinstance(before, str)
+
+    def migrate(to: str) -> None:
+        with nul_store.engine.connect() as conn:
+            config = alembic_config()
+            config.attributes["connection"] = conn
+            (command.upgrade if to == "head" else command.downgrade)(config, to)
+            conn.commit()
+
+    migrate(before)
+    with nul_store.engine.connect() as conn:
+        if nul_store.engine.dialect.name == "postgresql":
+            with pytest.raises(Exception, match="cannot be converted to text"):
+                conn.execute(query).all()
+        else:
+            rows = conn.execute(query).all()
+            assert ("nul", 3, "terminal", "not a NUL: \\u0000 and \\\\") in [tuple(r) for r in rows]
+    migrate("head")
+    with nul_store.engine.connect() as conn:
+        errors = [r.error for r in conn.execute(query) if r.conversation_id == "nul"]
+    assert errors == [ESCAPED.replace("\x00", "\ufffd")]

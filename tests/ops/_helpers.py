@@ -65,8 +65,8 @@ def dump(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
         for table in metadata.sorted_tables:
             rows = conn.execute(select(table)).all()
             out[table.name] = sorted((tuple(row) for row in rows), key=repr)
-        out["alembic_version"] = [
-            tuple(r) for r in conn.execute(text("SELECT * FROM alembic_version"))
+        out["viewstore_alembic_version"] = [
+            tuple(r) for r in conn.execute(text("SELECT * FROM viewstore_alembic_version"))
         ]
     return out
 

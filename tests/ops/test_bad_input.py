@@ -10,13 +10,14 @@ To add a case: append a ``Case`` to ``CASES``. ``call(store, conv)`` gets the sh
 a conversation id of its own; ``setup(store, conv)`` runs before the "before" dump.
 
 Decision: an event id already stored under ANOTHER conversation is allowed. Event ids are unique
-per conversation only (DESIGN.md data model), because OpenHands forks a conversation by copying
+per conversation only (docs/schema.md), because OpenHands forks a conversation by copying
 its events, ids included; the case "same id in another conversation" is a positive control.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -31,11 +32,15 @@ from viewstore import (
     ConcurrencyError,
     ConversationNotFoundError,
     DuplicateEventError,
+    Event,
     EventStore,
     InvalidArgumentError,
     InvalidEventError,
     PayloadTooLargeError,
+    Role,
     ViewstoreError,
+    append_with_retry,
+    parse_event,
 )
 
 from ._helpers import action, condensation, dump, message
@@ -97,7 +102,7 @@ def stored_as_given(eid: str, payload: dict[str, Any]) -> Callable[[EventStore, 
 
 def nothing_created(store: EventStore, conv: str, result: Any) -> None:
     assert result.version == 0 and result.appended == []
-    assert conv not in store.conversations()
+    assert conv not in store.conversation_ids()
     with pytest.raises(ConversationNotFoundError):
         store.view(conv)
 
@@ -107,6 +112,32 @@ def copied_from_other_conversation(store: EventStore, conv: str, result: Any) ->
     assert store.events(f"{conv}-src")[0].payload == store.events(conv)[0].payload
 
 
+def nested_text(eid: str, levels: int) -> str:
+    """A PauseEvent whose field ``v`` nests lists so that the whole event is ``levels`` deep."""
+    inner = levels - 1
+    return f'{{"id": "{eid}", "kind": "PauseEvent", "v": {"[" * inner}{"]" * inner}}}'
+
+
+def nested_dict(eid: str, levels: int) -> dict[str, Any]:
+    value: list[Any] = []
+    for _ in range(levels - 2):
+        value = [value]
+    return {"id": eid, "kind": "PauseEvent", "v": value}
+
+
+def hand_built(eid: str, payload_json: str, **fields: Any) -> Event:
+    """An Event built without parse_event, as a caller may build one."""
+    data: dict[str, Any] = {"kind": "PauseEvent", "id": eid, "role": Role.OTHER}
+    data.update(fields)
+    return Event(payload_json=payload_json, **data)
+
+
+def retry_with(**kwargs: Any) -> Callable[[EventStore, str], Any]:
+    return lambda s, c: append_with_retry(s, c, lambda view: message("r"), **kwargs)
+
+
+SELF_CONTAINED: dict[str, Any] = {"id": "loop", "kind": "PauseEvent"}
+SELF_CONTAINED["v"] = SELF_CONTAINED
 UNKNOWN = {"id": "u1", "kind": "EventFromTheFuture", "nested": {"a": [1, 2.5, None]}}
 NUL = message("nul", "before\u0000after")
 ACTION_NO_TC = ev(action, "a1", tool_call_id=_DROP)
@@ -160,6 +191,100 @@ CASES: list[Case] = [
         append_one('{"id": "s", "kind": "PauseEvent", "t": "\\ud800"}'),
         InvalidEventError,
         ("lone surrogate", "PauseEvent"),
+    ),
+    Case(
+        "lone surrogate in the id",
+        append_one(message("x\udc80")),
+        InvalidEventError,
+        ("lone surrogate", "MessageEvent"),
+    ),
+    Case(
+        "lone surrogate in the kind",
+        append_one({"id": "k", "kind": "Pause\udc80"}),
+        InvalidEventError,
+        ("lone surrogate", "id='k'", "Pause\\udc80"),
+    ),
+    Case(
+        "lone surrogate in a key",
+        append_one({"id": "k", "kind": "PauseEvent", "\ud800": 1}),
+        InvalidEventError,
+        ("lone surrogate",),
+    ),
+    # -- nesting and duplicate keys
+    Case(
+        "JSON text nested 100,000 deep",
+        append_one(nested_text("deep", 100_000)),
+        InvalidEventError,
+        ("nested deeper than 256 levels",),
+    ),
+    Case(
+        "JSON text nested 257 deep",
+        append_one(nested_text("deep", 257)),
+        InvalidEventError,
+        ("nested deeper than 256 levels",),
+    ),
+    Case(
+        "JSON bytes nested 100,000 deep",
+        append_one(nested_text("deep", 100_000).encode()),
+        InvalidEventError,
+        ("nested deeper than 256 levels",),
+    ),
+    Case(
+        "dict nested 100,000 deep",
+        append_one(nested_dict("deep", 100_000)),
+        InvalidEventError,
+        ("PauseEvent", "id='deep'", "nested deeper than 256 levels"),
+    ),
+    Case(
+        "dict nested 257 deep",
+        append_one(nested_dict("deep", 257)),
+        InvalidEventError,
+        ("nested deeper than 256 levels",),
+    ),
+    Case(
+        "dict that contains itself",
+        append_one(SELF_CONTAINED),
+        InvalidEventError,
+        ("nested deeper than 256 levels",),
+    ),
+    Case(
+        "Event object nested 100,000 deep",
+        append_one(hand_built("deep", nested_text("deep", 100_000))),
+        InvalidEventError,
+        ("nested deeper than 256 levels",),
+    ),
+    Case(
+        "Event object whose payload_json is not JSON",
+        append_one(hand_built("p", '{"id": "p", "kind": "PauseEvent"')),
+        InvalidEventError,
+        ("not valid JSON",),
+    ),
+    Case(
+        "Event object whose fields differ from its payload_json",
+        append_one(hand_built("p", '{"id": "p", "kind": "PauseEvent"}', kind="MessageEvent")),
+        InvalidEventError,
+        ("id='p'", "fields kind", "differ from its payload_json"),
+    ),
+    Case(
+        "duplicate key at the top level",
+        append_one('{"id": "a", "kind": "PauseEvent", "id": "b"}'),
+        InvalidEventError,
+        ("key 'id' appears twice",),
+    ),
+    Case(
+        "duplicate key deep inside",
+        append_one(
+            '{"id": "a", "kind": "MessageEvent", "llm_message": {"role": "user", '
+            '"content": [{"type": "text", "text": "x", "text": "y"}]}}'
+        ),
+        InvalidEventError,
+        ("key 'text' appears twice",),
+    ),
+    Case(
+        "duplicate key in an Event object's payload_json",
+        append_one(hand_built("p", '{"id": "p", "kind": "PauseEvent", "kind": "PauseEvent"}')),
+        InvalidEventError,
+        ("key 'kind' appears twice",),
     ),
     # -- the envelope
     Case(
@@ -325,6 +450,13 @@ CASES: list[Case] = [
         setup=two_events,
     ),
     Case(
+        "expected_version 2**63",
+        append_one(message("e"), expected_version=2**63),
+        InvalidArgumentError,
+        ("expected_version", "between 0 and 9223372036854775807", str(2**63)),
+        setup=two_events,
+    ),
+    Case(
         "expected_version on a new conversation",
         append_one(message("e"), expected_version=3),
         ConcurrencyError,
@@ -354,6 +486,55 @@ CASES: list[Case] = [
         lambda s, c: s.append("a/b", message("e")),
         InvalidArgumentError,
         ("'a/b'", "slash"),
+    ),
+    Case(
+        "conversation id a/../../x",
+        lambda s, c: s.append("a/../../x", message("e")),
+        InvalidArgumentError,
+        ("slash",),
+    ),
+    *[
+        Case(
+            f"conversation id {key!r}",
+            lambda s, c, key=key: s.append(key, message("e")),
+            InvalidArgumentError,
+            (f"conversation id {key!r}",),
+        )
+        for key in ("..", ".", "a\x7f")
+    ],
+    *[
+        Case(
+            f"conversation id with a lone surrogate ({method})",
+            lambda s, c, method=method, args=args: getattr(s, method)(f"{c}\udcff", *args),
+            InvalidArgumentError,
+            ("not valid Unicode text", "\\udcff"),
+        )
+        for method, args in (("append", (message("e"),)), ("view", ()), ("events", ()))
+    ],
+    Case(
+        "append_with_retry to conversation ..",
+        lambda s, c: append_with_retry(s, "..", lambda view: message("r")),
+        InvalidArgumentError,
+        ("'..'",),
+    ),
+    Case("retry attempts 2**63", retry_with(attempts=2**63), InvalidArgumentError, ("attempts",)),
+    Case(
+        "retry backoff NaN",
+        retry_with(backoff=float("nan")),
+        InvalidArgumentError,
+        ("backoff", "finite"),
+    ),
+    Case(
+        "retry max_backoff a string",
+        retry_with(max_backoff="1"),
+        InvalidArgumentError,
+        ("max_backoff",),
+    ),
+    Case(
+        "max_event_bytes 2**64",
+        lambda s, c: EventStore(s.engine, max_event_bytes=2**64).append(c, message("e")),
+        InvalidArgumentError,
+        ("max_event_bytes",),
     ),
     # -- reads
     *[
@@ -400,6 +581,28 @@ CASES: list[Case] = [
         ("after",),
         setup=two_events,
     ),
+    *[
+        Case(
+            f"{name} {value}",
+            call,
+            InvalidArgumentError,
+            (name.split()[-1], "9223372036854775807"),
+            setup=two_events,
+        )
+        for value in (2**63, 2**70, -(2**70))
+        for name, call in (
+            ("events after", lambda s, c, v=value: s.events(c, after=v)),
+            ("events limit", lambda s, c, v=value: s.events(c, limit=v)),
+            ("view as_of", lambda s, c, v=value: s.view(c, as_of=v)),
+            ("replay as_of", lambda s, c, v=value: s.replay(c, as_of=v)),
+        )
+    ],
+    Case(
+        "feed limit 2**70",
+        lambda s, c: s.feed(limit=2**70),
+        InvalidArgumentError,
+        ("feed limit",),
+    ),
     Case(
         "feed cursor garbage",
         lambda s, c: s.feed(after="x; DROP"),
@@ -429,6 +632,31 @@ CASES: list[Case] = [
         check=stored_as_given("nul", NUL),
     ),
     Case("an empty batch to a new conversation", append_one([]), None, check=nothing_created),
+    Case(
+        "JSON nested exactly 256 deep is stored",
+        append_one(nested_text("deep256", 256)),
+        None,
+        check=stored_as_given("deep256", json.loads(nested_text("deep256", 256))),
+    ),
+    Case(
+        "dict nested exactly 256 deep is stored",
+        append_one(nested_dict("deep256", 256)),
+        None,
+        check=stored_as_given("deep256", nested_dict("deep256", 256)),
+    ),
+    Case(
+        "after and limit 2**63 - 1 are in range",
+        lambda s, c: (s.events(c, after=2**63 - 1), s.events(c, limit=2**63 - 1)),
+        None,
+        setup=two_events,
+        check=lambda s, c, r: _assert(r[0] == [] and [e.seq for e in r[1]] == [1, 2]),
+    ),
+    Case(
+        "an Event object from parse_event is stored",
+        append_one(parse_event(json.dumps(message("parsed")))),
+        None,
+        check=stored_as_given("parsed", message("parsed")),
+    ),
     Case(
         "same id in another conversation (forks copy events)",
         lambda s, c: s.append(c, message("shared-id")),
@@ -499,6 +727,12 @@ CLI_CASES: list[tuple[str, str, tuple[str, ...]]] = [
         json.dumps(condensation("c1", summary="s", offset=-1)) + "\n",
         ("summary_offset", ">= 0"),
     ),
+    (
+        "duplicate key",
+        '{"id": "a", "kind": "PauseEvent", "kind": "X"}\n',
+        ("line 1", "key 'kind' appears twice"),
+    ),
+    ("nested 100,000 deep", nested_text("deep", 100_000) + "\n", ("line 1", "deeper than 256")),
 ]
 
 
@@ -552,3 +786,64 @@ def test_cli_process_exits_2_without_traceback(module_store: EventStore, tmp_pat
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert "UTF-8" in proc.stderr
+
+
+def _viewstore(*args: str | bytes, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    """The installed ``viewstore`` command, run with raw (bytes) arguments."""
+    command = Path(sys.executable).with_name("viewstore")
+    return subprocess.run([command, *args], capture_output=True, timeout=120, check=False, cwd=cwd)
+
+
+def _one_line_exit_2(proc: subprocess.CompletedProcess[bytes], *parts: str) -> None:
+    stderr = proc.stderr.decode("utf-8")  # must be printable as UTF-8 too
+    assert proc.returncode == 2, stderr
+    assert "Traceback" not in stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
+    for part in parts:
+        assert part in lines[0], (part, lines[0])
+
+
+def test_real_command_with_non_utf8_arguments_and_folder_names(
+    module_store: EventStore, tmp_path: Path
+) -> None:
+    """argv and folder names are bytes on POSIX; invalid UTF-8 reaches Python as lone
+    surrogates, which neither the database nor a UTF-8 terminal can take."""
+    url = _url(module_store)
+    module_store.append("utf8-demo", [message("u1"), message("u2")])
+    events = tmp_path / "e.jsonl"
+    events.write_text(json.dumps(message("n1")) + "\n", encoding="utf-8")
+    before = dump(module_store.engine)
+    bad_id = b"conv\xff\xfe"
+    for args in (("view", bad_id), ("events", bad_id), ("append", bad_id, str(events))):
+        _one_line_exit_2(_viewstore("--url", url, *args, cwd=tmp_path), "not valid Unicode text")
+    _one_line_exit_2(
+        _viewstore("--url", url, "append", "utf8-demo", b"no-such-file\xff", cwd=tmp_path),
+        "No such file",
+    )
+    _one_line_exit_2(
+        _viewstore("--url", url, "import", b"no-such-folder\xff", cwd=tmp_path), "not a folder"
+    )
+    _one_line_exit_2(
+        _viewstore("--url", url, "events", "utf8-demo", "--after", str(2**70), cwd=tmp_path),
+        "after must be an integer between 0 and 9223372036854775807",
+    )
+    # A parent folder holding a conversation folder whose name is not UTF-8.
+    parent = tmp_path / "parent"
+    (Path(os.fsdecode(bytes(parent) + b"/c\xff")) / "events").mkdir(parents=True)
+    child_events = Path(os.fsdecode(bytes(parent) + b"/c\xff/events"))
+    (child_events / "event-00000-n1.json").write_text(json.dumps(message("n1")), "utf-8")
+    proc = _viewstore("--url", url, "import", bytes(parent), cwd=tmp_path)
+    _one_line_exit_2(proc, "not valid Unicode text", "c\\udcff")
+    assert "Traceback" not in proc.stdout.decode("utf-8")
+    assert dump(module_store.engine) == before
+
+    # A path that is not UTF-8 is still a path: export writes there.
+    out = os.fsencode(tmp_path) + b"/out\xff"
+    proc = _viewstore("--url", url, "export", "utf8-demo", out, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr.decode("utf-8")
+    assert sorted(os.listdir(out + b"/utf8-demo/events"))[:2] == [
+        b".eventlog-len-2.marker",
+        b".eventlog.lock",
+    ]

@@ -42,13 +42,13 @@ def test_concurrent_workers_store_every_event_exactly_once(
     assert len(done) == WORKERS * STEPS
 
     with EventStore(db_url) as store:
-        assert sorted(store.conversations()) == sorted(
+        assert sorted(store.conversation_ids()) == sorted(
             SHARED + [f"own-{w}" for w in range(WORKERS)]
         )
         messages: Counter[str] = Counter()
         where: dict[str, str] = {}
         total = 0
-        for conv in store.conversations():
+        for conv in store.conversation_ids():
             log = store.events(conv)
             total += len(log)
             # seqs 1..N without gaps, and the version says N

@@ -113,11 +113,11 @@ def test_feed_tail_misses_and_repeats_nothing(
 
 
 def store_total(store: EventStore) -> int:
-    return sum(store.version(conv) for conv in store.conversations())
+    return sum(store.version(conv) for conv in store.conversation_ids())
 
 
 def all_events(store: EventStore) -> set[tuple[str, int]]:
-    return {(conv, e.seq) for conv in store.conversations() for e in store.events(conv)}
+    return {(conv, e.seq) for conv in store.conversation_ids() for e in store.events(conv)}
 
 
 def test_feed_cursor_paging_and_validation(db_url: str) -> None:

@@ -1,8 +1,9 @@
 """Shared helpers for the store contract suite: OpenHands-shaped event dicts, digests, dumps.
 
-Builders follow SEMANTICS.md's notation (``S`` system prompt, ``U`` user message, ``M`` agent
-message, ``A`` action, ``O`` observation, ``E`` agent error, ``C`` condensation, ``R`` request,
-``X`` a non-LLM state update) and return plain dicts, the form agent workers append.
+Builders follow the notation of docs/semantics.md (``S`` system prompt, ``U`` user message,
+``M`` agent message, ``A`` action, ``O`` observation, ``E`` agent error, ``C`` condensation,
+``R`` request, ``X`` a non-LLM state update) and return plain dicts, the form agent workers
+append.
 """
 
 from __future__ import annotations

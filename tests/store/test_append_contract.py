@@ -35,7 +35,7 @@ def test_first_append_creates_the_conversation(store: EventStore) -> None:
     assert result.appended == ["S", "u1"]
     assert result.duplicates == []
     assert store.version(CID) == 2
-    assert store.conversations() == [CID]
+    assert store.conversation_ids() == [CID]
     assert store.view(CID).event_ids == ["S", "u1"]
 
 
@@ -82,7 +82,7 @@ def test_malformed_expected_version(store: EventStore) -> None:
     for bad in (-1, True, 1.5, "1"):
         with pytest.raises(InvalidArgumentError):
             store.append(CID, S(), expected_version=bad)  # type: ignore[arg-type]
-    assert store.conversations() == []
+    assert store.conversation_ids() == []
 
 
 # --------------------------------------------------------------------------- retries
@@ -326,7 +326,7 @@ def test_invalid_events_are_rejected(store: EventStore) -> None:
         with pytest.raises(InvalidEventError) as caught:
             store.append(CID, [S(), bad])  # type: ignore[list-item]
         assert caught.value.index == 1, bad
-    assert store.conversations() == []
+    assert store.conversation_ids() == []
 
 
 # --------------------------------------------------------------------------- replay

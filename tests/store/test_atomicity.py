@@ -92,7 +92,7 @@ def test_a_new_conversation_is_not_created_by_a_failed_append(seeded: EventStore
     with pytest.raises(InvalidEventError):
         seeded.append("other", [S(), U("u1"), {"kind": "MessageEvent"}])
     assert dump(seeded.engine) == before
-    assert seeded.conversations() == [CID]
+    assert seeded.conversation_ids() == [CID]
 
 
 def _after(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -133,7 +133,7 @@ def test_failure_injected_inside_the_append(
         seeded.append(cid, batch)
     monkeypatch.undo()
     assert dump(seeded.engine) == before
-    assert seeded.conversations() == [CID]
+    assert seeded.conversation_ids() == [CID]
     # The very batch that failed goes through once the fault is gone.
     result = seeded.append(cid, batch)
     assert result.appended == [p["id"] for p in batch]

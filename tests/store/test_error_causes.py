@@ -25,6 +25,7 @@ from viewstore import (
     TransientStorageError,
     UnsupportedDatabaseError,
 )
+from viewstore import create_engine as viewstore_engine
 
 from ._helpers import S, U, set_schema_revision
 
@@ -116,8 +117,10 @@ def test_a_driver_that_is_not_installed_is_named(monkeypatch: pytest.MonkeyPatch
 
 
 def test_an_engine_viewstore_does_not_run_on_is_refused(tmp_path: Any) -> None:
-    engine = create_engine(f"sqlite+pysqlite:///{tmp_path / 'ok.db'}")
-    EventStore(engine).close()  # the default SQLite driver, spelled out: accepted
+    # The default SQLite driver, spelled out: accepted (in an engine with the store's settings,
+    # tests/store/test_engines.py).
+    engine = viewstore_engine(f"sqlite+pysqlite:///{tmp_path / 'ok.db'}")
+    EventStore(engine).close()
     engine.dispose()
     other = create_engine("postgresql+psycopg_async://postgres@127.0.0.1/test")
     with pytest.raises(UnsupportedDatabaseError):

@@ -33,7 +33,7 @@ def fill(store: EventStore, vectors_dir: Path) -> list[str]:
     for i in range(600):
         long += [A(f"a{i}", f"t{i}", f"r{i}"), O(f"o{i}", f"t{i}")]
     store.append("long", [*long, X("x"), R("r"), C("c", [f"a{i}" for i in range(50)]), M("m")])
-    return store.conversations()
+    return store.conversation_ids()
 
 
 def view_entries(store: EventStore) -> list[tuple[Any, ...]]:

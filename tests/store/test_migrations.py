@@ -17,6 +17,7 @@ from sqlalchemy import exc, inspect, text
 
 from viewstore import EventStore
 from viewstore.store.event_store import alembic_config
+from viewstore.store.migrate import VERSION_TABLE
 from viewstore.store.schema import compared_on, metadata
 
 from ._helpers import S, U
@@ -27,7 +28,11 @@ TABLES = set(metadata.tables)
 
 def drift(store: EventStore) -> list[object]:
     with store.engine.connect() as conn:
-        opts = {"compare_type": True, "include_object": compared_on(conn.dialect.name)}
+        opts = {
+            "compare_type": True,
+            "include_object": compared_on(conn.dialect.name),
+            "version_table": VERSION_TABLE,
+        }
         context = MigrationContext.configure(conn, opts=opts)
         diffs: list[object] = compare_metadata(context, metadata)
         return diffs
@@ -52,7 +57,7 @@ def downgrade(store: EventStore, revision: str = "base") -> None:
 def viewstore_objects(store: EventStore) -> set[str]:
     """Tables, SQL views and sequences; alembic keeps its own (emptied) version table."""
     inspector = inspect(store.engine)
-    names = set(inspector.get_table_names()) - {"alembic_version"}
+    names = set(inspector.get_table_names()) - {"viewstore_alembic_version"}
     names |= set(inspector.get_view_names())
     if store.engine.dialect.supports_sequences:
         names |= set(inspector.get_sequence_names())
@@ -76,10 +81,11 @@ def test_downgrade_to_base_and_upgrade_again(db_url: str) -> None:
         downgrade(store)
         assert viewstore_objects(store) == set()
         with store.engine.connect() as conn:
-            assert conn.execute(text("SELECT count(*) FROM alembic_version")).scalar_one() == 0
+            version_rows = text("SELECT count(*) FROM viewstore_alembic_version")
+            assert conn.execute(version_rows).scalar_one() == 0
         upgrade(store)
         assert drift(store) == []
-        assert store.conversations() == []
+        assert store.conversation_ids() == []
         assert store.append("c", [S(), U("u1")]).version == 2
         assert store.verify().ok
 

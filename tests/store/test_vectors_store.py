@@ -155,4 +155,4 @@ def test_random_batch_splits_then_reads(
         if vector.lines:
             check_random_batches(store, vector, rng)
             check_reads(store, vector, rng)
-    assert len(store.conversations()) == sum(1 for v in vectors if v.lines)
+    assert len(store.conversation_ids()) == sum(1 for v in vectors if v.lines)

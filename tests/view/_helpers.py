@@ -1,6 +1,6 @@
 """Shared helpers for the view tests: a tiny event builder and vector readers.
 
-The builder follows the notation of SEMANTICS.md: ``S`` system prompt, ``U`` user message,
+The builder follows the notation of docs/semantics.md: ``S`` system prompt, ``U`` user message,
 ``M`` agent message, ``A`` action, ``O`` observation, ``E`` agent error, ``J`` user rejection,
 ``C`` condensation, ``R`` condensation request, ``X`` state update (any non-LLM event). Every
 builder takes the event id first, so tests can assert on readable ids; the events are real

@@ -1,4 +1,4 @@
-"""A cascade of 2,398 enforcement rounds (SEMANTICS.md 7).
+"""A cascade of 2,398 enforcement rounds (docs/semantics.md §7).
 
 OpenHands restarts enforcement by recursing, so about a thousand cascading rounds raise
 ``RecursionError`` there; this engine loops, and must give the fixpoint the rules define.

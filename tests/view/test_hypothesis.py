@@ -6,7 +6,7 @@ non-LLM events, requests, condensations), damaged the ways real streams get dama
 observations missing, duplicated, reordered, late, orphaned; tool-call ids reused; and
 condensations that forget random existing, non-existent, future, non-LLM or summary ids with
 every summary/offset variant, including ones that cut through batches, pairs and loops. Some
-condensations are made like the real condenser (SEMANTICS.md 11), from the live indices.
+condensations are made like the real condenser (docs/semantics.md §11), from the live indices.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def _condensation(draw: Any, b: _Builder) -> None:
 
 
 def _condenser(draw: Any, b: _Builder) -> None:
-    """SEMANTICS.md 11: forget ``view[start:end]`` between two manipulation indices."""
+    """docs/semantics.md §11: forget ``view[start:end]`` between two manipulation indices."""
     view = b.view.events
     indices = b.view.manipulation_indices
     first_system = next((i for i, e in enumerate(view) if e.kind == "SystemPromptEvent"), -1)
@@ -248,7 +248,7 @@ def test_resume_path_is_an_enforced_subsequence_of_the_live_path(stream: list[Ev
 @given(stream=streams(max_steps=12))
 def test_from_events_of_every_prefix_is_consistent(stream: list[Event]) -> None:
     """Every prefix: the resume path stays a subsequence of the live path with the same flag
-    (it need not be monotone across appends, SEMANTICS.md 8)."""
+    (it need not be monotone across appends, docs/semantics.md §8)."""
     live_view = View()
     for n, event in enumerate(stream):
         live_view.append_event(event)

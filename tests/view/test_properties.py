@@ -1,6 +1,6 @@
-"""The view properties, one rule at a time, as SEMANTICS.md sections 4, 6 and 7 state them.
+"""The view properties, one rule at a time, as docs/semantics.md §4, §6 and §7 state them.
 
-Notation (SEMANTICS.md): ``S`` system prompt, ``U`` user message, ``M`` agent message,
+Notation (docs/semantics.md): ``S`` system prompt, ``U`` user message, ``M`` agent message,
 ``A(tc, r)`` action, ``A*`` thinking action, ``O(tc)`` observation, ``E(tc)`` agent error,
 ``J(tc)`` rejection, ``C`` condensation, ``R`` request, ``X`` non-LLM event, ``Σc`` the summary
 of condensation ``c`` (id ``"c-summary"``). Indices are gaps: ``0`` before the first event,

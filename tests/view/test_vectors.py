@@ -7,7 +7,7 @@ For each stream (``cases/NNN.jsonl`` and ``micro/mNN_*.jsonl``) the expected fil
 * the live path, ``append_event`` per event: the final state, a digest after every append
   (``prefix_digests``) and, for micro cases, the full ids and indices after every append;
 * ``View.from_events`` of every prefix (short streams only);
-* the cold load over the active branch (SEMANTICS.md 9).
+* the cold load over the active branch (docs/semantics.md §9).
 """
 
 from __future__ import annotations

@@ -6,20 +6,29 @@ errors print one line on stderr and never a traceback.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, NoReturn, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
-from rich.console import Console
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
+from viewstore import __version__
 from viewstore.errors import SchemaError, SchemaMismatchError, ViewstoreError
-from viewstore.store import EventStore
-from viewstore.store.engine import DEFAULT_URL
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from viewstore.store import EventStore
+
+# Start-up time: `viewstore --help` must not import SQLAlchemy, rich or pydantic, so the store,
+# the consoles and each command's module are imported when first needed (LAZY_COMMANDS).
+DEFAULT_URL = "sqlite:///viewstore.db"  # = viewstore.store.engine.DEFAULT_URL (a test checks)
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
@@ -35,15 +44,33 @@ class UserError(Exception):
 @dataclass
 class Context:
     url: str
-    out: Console = field(default_factory=lambda: Console(highlight=False, soft_wrap=True))
-    err: Console = field(default_factory=lambda: Console(stderr=True, highlight=False))
+    schema: str | None = None
     _store: EventStore | None = None
+    _out: Console | None = None
+    _err: Console | None = None
+
+    @property
+    def out(self) -> Console:
+        if self._out is None:
+            self._out = _console(highlight=False, soft_wrap=True)
+        return self._out
+
+    @property
+    def err(self) -> Console:
+        if self._err is None:
+            self._err = _console(stderr=True, highlight=False)
+        return self._err
 
     @property
     def store(self) -> EventStore:
         if self._store is None:
+            from sqlalchemy.exc import ArgumentError, NoSuchModuleError  # noqa: PLC0415
+
+            from viewstore.store import EventStore  # noqa: PLC0415 - start-up time
+
             try:
-                self._store = EventStore(self.url)
+                _refuse_to_create(self.url)
+                self._store = EventStore(self.url, schema=self.schema)
             except ViewstoreError:
                 raise  # says what is wrong in its own words, without echoing a password
             except (ArgumentError, NoSuchModuleError, ValueError) as error:
@@ -58,9 +85,36 @@ class Context:
         click.echo(json.dumps(value, ensure_ascii=False, indent=2))
 
 
+#: The commands that may create a SQLite database file; every other one only reads a store.
+CREATING_COMMANDS = frozenset({"init", "demo", "append", "import"})
+
+
+def _refuse_to_create(url: str) -> None:
+    """A read command (``stats``, ``view``, ...) on a SQLite file that does not exist: say so,
+    rather than let SQLite create an empty file and then report a missing schema."""
+    from sqlalchemy.engine import make_url  # noqa: PLC0415 - start-up time
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or ctx.info_name in CREATING_COMMANDS:
+        return
+    parsed = make_url(url)
+    path = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not path or path == ":memory:":
+        return
+    if path.startswith("file:") or os.path.exists(path):
+        return
+    raise UserError(f"{path}: no such database file: run `viewstore init` to create it")
+
+
 def fail(message: str) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
+    click.echo(f"error: {printable(message)}", err=True)
     sys.exit(EXIT_USAGE)
+
+
+def printable(text: str) -> str:
+    """``text`` with lone surrogates escaped (``\\udcff``). A path or argument that was not
+    UTF-8 reaches Python as such surrogates, and writing them to a UTF-8 stream fails."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @contextmanager
@@ -78,19 +132,97 @@ def user_errors() -> Iterator[None]:
         fail(_one_line(str(error)))
     except UserError as error:
         fail(_one_line(str(error)))
+    except click.UsageError as error:
+        # click would print the usage, a hint and the error on three lines; the contract is
+        # one line (the usage is one `--help` away).
+        fail(_one_line(error.format_message()))
 
 
 def _one_line(text: str) -> str:
     return " ".join(text.split()) or "unknown error"
 
 
+SHORT_HELP = 64  # characters of a command's help in the list of commands
+#: Each command, the module that defines it, and its one-line help (for `--help`, which then
+#: imports none of them; tests/cli/test_habits.py keeps these equal to the commands').
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "append": ("commands", "Append OpenHands events (JSONL, one event per line; - for..."),
+    "demo": ("commands", "Build a realistic OpenHands conversation step by step and..."),
+    "events": ("commands", "List a conversation's stored events (the log, in append order)."),
+    "export": ("transfer", "Write a conversation back as an OpenHands folder..."),
+    "feed": ("catalogue", "The change feed: every conversation's events in commit order,..."),
+    "import": ("transfer", "Import OpenHands conversation folders (or parent folders..."),
+    "indices": ("commands", "Print the manipulation indices of a conversation's live view."),
+    "init": ("commands", "Create or migrate the database schema to the newest revision."),
+    "list": ("catalogue", "The conversations: id, times, version, view length, request..."),
+    "rebuild": ("commands", "Rewrite the view and index rows from the event log (one..."),
+    "stats": ("commands", "Counts: conversations, events, view sizes, condensations."),
+    "verify": ("commands", "Check the hash chain and that the view rows equal a replay..."),
+    "view": ("commands", "Show a conversation's view: what the LLM is sent, and where a..."),
+}
+
+
 class ViewstoreGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
-        with user_errors():
+        with user_errors(), closed_pipe_is_fine():
             return super().invoke(ctx)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in LAZY_COMMANDS:
+            module, _help = LAZY_COMMANDS[cmd_name]
+            importlib.import_module(f"viewstore.cli.{module}")  # registers its commands
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.commands.get(name)
+            if command is not None:
+                rows.append((name, command.get_short_help_str(limit=SHORT_HELP)))
+            else:
+                rows.append((name, LAZY_COMMANDS[name][1]))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@contextmanager
+def closed_pipe_is_fine() -> Iterator[None]:
+    """``viewstore demo | head -1``: the reader has gone, so stop quietly and successfully,
+    as command-line tools do. Later writes (the interpreter's last flush) go to /dev/null."""
+    try:
+        yield
+    except BrokenPipeError:
+        silence_stdout()
+        sys.exit(EXIT_OK)
+
+
+@functools.cache
+def _console_class() -> type[Console]:
+    from rich.console import Console  # noqa: PLC0415 - start-up time, see above
+
+    class QuietConsole(Console):
+        def on_broken_pipe(self) -> None:  # rich's own exits with 1
+            self.quiet = True
+            silence_stdout()
+            raise SystemExit(EXIT_OK)
+
+    return QuietConsole
+
+
+def _console(**options: Any) -> Console:
+    return _console_class()(**options)
+
+
+def silence_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 @click.group(cls=ViewstoreGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="viewstore")
 @click.option(
     "--url",
     envvar="VIEWSTORE_URL",
@@ -99,10 +231,17 @@ class ViewstoreGroup(click.Group):
     show_envvar=True,
     help="Database URL: sqlite:///file.db or postgresql://user@host/db.",
 )
+@click.option(
+    "--schema",
+    envvar="VIEWSTORE_SCHEMA",
+    default=None,
+    show_envvar=True,
+    help="PostgreSQL only: keep the store's tables in this schema (default: public).",
+)
 @click.pass_context
-def cli(ctx: click.Context, url: str) -> None:
+def cli(ctx: click.Context, url: str, schema: str | None) -> None:
     """viewstore: OpenHands conversations, their views and manipulation indices, in SQL."""
-    state = Context(url=url)
+    state = Context(url=url, schema=schema)
     ctx.obj = state
     ctx.call_on_close(state.close)
 
@@ -128,4 +267,18 @@ def json_option(func: F) -> F:
 
 
 def main() -> None:
-    cli(prog_name="viewstore")
+    # Every line printed may quote a path or an argument that was not UTF-8 (the OS allows
+    # any bytes there): print such characters escaped rather than fail on them.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+    try:
+        cli(prog_name="viewstore")
+    except SystemExit:
+        try:  # what is still buffered may meet a reader that has gone
+            sys.stdout.flush()
+        except BrokenPipeError:
+            silence_stdout()
+            raise SystemExit(EXIT_OK) from None
+        raise

@@ -3,6 +3,7 @@ rebuild, stats, demo."""
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import IO, Any
 
@@ -18,10 +19,10 @@ from viewstore.cli.app import (
     json_option,
     pass_state,
 )
-from viewstore.cli.render import events_table, view_table
+from viewstore.cli.render import events_table, print_table, view_table
 from viewstore.cli.stats import collect_stats
 from viewstore.demo import run_demo
-from viewstore.errors import InvalidEventError
+from viewstore.errors import DuplicateEventError, InvalidEventError
 from viewstore.events import Event, parse_event
 from viewstore.store.records import VerifyReport
 
@@ -40,17 +41,40 @@ def init(state: Context, as_json: bool) -> None:
 
 
 def _read_jsonl(handle: IO[str], name: str, max_bytes: int) -> tuple[list[Event], list[int]]:
+    text = handle.read()
     events: list[Event] = []
     lines: list[int] = []
-    for number, line in enumerate(handle, start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             events.append(parse_event(line, max_bytes=max_bytes))
         except InvalidEventError as error:
-            raise UserError(f"{name}: line {number}: {error}") from error
+            raise UserError(_not_jsonl(text, name) or f"{name}: line {number}: {error}") from error
         lines.append(number)
+    if not events:
+        raise UserError(f"{name}: no events (expected one JSON object per line)")
     return events, lines
+
+
+def _not_jsonl(text: str, name: str) -> str | None:
+    """The message for a file that is JSON, but not one object per line (pretty-printed);
+    None when it is not that (a bad line of a JSONL file is reported as such)."""
+    if sum(1 for line in text.splitlines() if line.strip()) < 2:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(value, list):
+        return (
+            f"{name}: a JSON array; append expects one event object per line (JSONL), "
+            f"e.g. `jq -c '.[]' {name}`"
+        )
+    return (
+        f"{name}: one JSON value over several lines; append expects one event object per "
+        f"line (JSONL), e.g. `jq -c . {name}`"
+    )
 
 
 @cli.command()
@@ -75,10 +99,16 @@ def append(
         raise UserError(f"{name}: not valid UTF-8 ({error.reason})") from error
     try:
         result = state.store.append(conversation, events, expected_version=expected_version)
-    except InvalidEventError as error:
-        if error.index is not None and error.index < len(lines):
-            raise UserError(f"{name}: line {lines[error.index]}: {error.reason}") from error
-        raise
+    except (InvalidEventError, DuplicateEventError) as error:
+        index = getattr(error, "index", None)
+        if index is None:  # a duplicate: the first line holding its id
+            index = next((i for i, e in enumerate(events) if e.id == error.event_id), None)
+        if index is None or index >= len(lines):
+            raise
+        event_id = error.event_id if error.event_id is not None else events[index].id
+        raise UserError(
+            f"{name}: line {lines[index]} (event id {event_id!r}): {error.reason}"
+        ) from error
     if as_json:
         state.print_json(
             {
@@ -104,12 +134,26 @@ def append(
     help="The resume view: View.from_events over the whole log, as OpenHands "
     "computes it when it loads a conversation from disk.",
 )
+@click.option(
+    "--payloads",
+    is_flag=True,
+    help="With --json: add each event of the view as its JSON object, in view order.",
+)
 @json_option
 @pass_state
-def view(state: Context, conversation: str, as_of: int | None, resume: bool, as_json: bool) -> None:
+def view(  # noqa: PLR0917 (click passes the options positionally by name)
+    state: Context,
+    conversation: str,
+    as_of: int | None,
+    resume: bool,
+    payloads: bool,
+    as_json: bool,
+) -> None:
     """Show a conversation's view: what the LLM is sent, and where a condenser may cut."""
     if resume and as_of is not None:
         raise click.UsageError("--resume and --as-of cannot be combined")
+    if payloads and not as_json:
+        raise click.UsageError("--payloads goes with --json (the table shows a preview)")
     if resume:
         stored = state.store.resume_view(conversation)
         title = f"{stored.conversation_id}: resume view (View.from_events)"
@@ -118,9 +162,12 @@ def view(state: Context, conversation: str, as_of: int | None, resume: bool, as_
         when = "now" if as_of is None else f"right after event {as_of}"
         title = f"{stored.conversation_id}: live view {when}"
     if as_json:
-        state.print_json(stored.to_dict())
+        document = stored.to_dict()
+        if payloads:
+            document["payloads"] = [json.loads(text) for text in stored.payloads]
+        state.print_json(document)
     else:
-        state.out.print(view_table(state.out, stored, title=title))
+        print_table(state.out, view_table(state.out, stored, title=title))
 
 
 @cli.command()
@@ -146,9 +193,8 @@ def events(state: Context, conversation: str, after: int, limit: int | None, as_
             ]
         )
     else:
-        state.out.print(
-            events_table(state.out, stored, title=f"{conversation}: events after {after}")
-        )
+        table = events_table(state.out, stored, title=f"{conversation}: events after {after}")
+        print_table(state.out, table)
 
 
 @cli.command()
@@ -208,7 +254,7 @@ def verify(state: Context, conversation: str | None, as_json: bool) -> None:
 @pass_state
 def rebuild(state: Context, conversation: str | None, as_json: bool) -> None:
     """Rewrite the view and index rows from the event log (one transaction each)."""
-    keys = [conversation] if conversation is not None else state.store.conversations()
+    keys = [conversation] if conversation is not None else state.store.conversation_ids()
     with Progress(console=state.err, disable=not state.err.is_terminal) as progress:
         task = progress.add_task("rebuilding", total=len(keys))
         for key in keys:
@@ -236,6 +282,29 @@ def stats(state: Context, as_json: bool) -> None:
         f"condensations: {numbers['condensations']}\n"
         f"view sizes:    min {sizes['min']}, mean {sizes['mean']}, max {sizes['max']}"
     )
+    kinds = numbers["events_by_kind"]
+    if kinds:
+        state.out.print("events by kind:")
+        width = max(len(kind) for kind in kinds)
+        for kind, count in kinds.items():
+            state.out.print(f"  {kind:<{width}}  {count:>8}", markup=False)
+
+
+def _refuse_foreign_database(state: Context) -> None:
+    """The demo creates the schema on its own, but not in a database that already holds
+    someone else's tables: adding viewstore's there is for `viewstore init` to do, on purpose."""
+    if state.store.schema_revision() is not None:
+        return
+    from sqlalchemy import inspect  # noqa: PLC0415 - start-up time
+
+    tables = sorted(inspect(state.store.engine).get_table_names())
+    if tables:
+        shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+        raise UserError(
+            f"the database holds other tables ({shown}) and no viewstore schema: the demo "
+            "will not add viewstore's tables there; run `viewstore init` first if they belong "
+            "there, or give the demo another --url (or --schema)"
+        )
 
 
 @cli.command()
@@ -248,6 +317,7 @@ def stats(state: Context, as_json: bool) -> None:
 @pass_state
 def demo(state: Context, conversation: str | None, as_json: bool) -> None:
     """Build a realistic OpenHands conversation step by step and show its live view."""
+    _refuse_foreign_database(state)
     result = run_demo(state.store, conversation)
     key = result.conversation_id
     if as_json:
@@ -261,7 +331,7 @@ def demo(state: Context, conversation: str | None, as_json: bool) -> None:
     else:
         out.print(f"[bold]conversation {key} already exists[/]; its live view:")
     out.print()
-    out.print(view_table(out, result.view, title=f"{key}: live view now"))
+    print_table(out, view_table(out, result.view, title=f"{key}: live view now"))
     if result.created:
         flagged = state.store.view(key, as_of=result.request_seq)
         out.print(

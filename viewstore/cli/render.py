@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 
@@ -54,27 +55,51 @@ def preview(payload: dict[str, Any]) -> str:
     return text
 
 
-def short_id(event_id: str) -> str:
-    """The first 8 characters of a long id (the full ids are in ``--json``)."""
-    if len(event_id) <= 14:
-        return event_id
-    suffix = "-summary" if event_id.endswith("-summary") else ""
-    return event_id[:8] + "…" + suffix
-
-
 def _marker(console: Console, index: int) -> str:
     scissors = "✂" if (console.encoding or "").lower().startswith("utf") else ">"
     return f"{scissors} {index}"
 
 
+PREVIEW_MIN = 12
+
+
+def _natural_widths(table: Table, columns: int) -> int:
+    """The cells' width of the first ``columns`` columns, whole, plus the borders."""
+    widths = [
+        max([cell_len(str(column.header))] + [cell_len(str(cell)) for cell in column.cells])
+        for column in table.columns[:columns]
+    ]
+    return sum(widths) + 3 * len(table.columns) + 1
+
+
 def _fit_last_column(console: Console, table: Table, rows: list[list[str]]) -> None:
     """Give the last (preview) column what the other columns leave of the console width."""
-    others = [
-        max([len(str(column.header))] + [len(row[i]) for row in rows])
-        for i, column in enumerate(table.columns[:-1])
-    ]
-    borders = 3 * len(table.columns) + 1
-    table.columns[-1].max_width = max(12, console.width - sum(others) - borders)
+    fixed = _natural_widths(table, len(table.columns) - 1)
+    table.columns[-1].max_width = max(PREVIEW_MIN, console.width - fixed)
+
+
+def print_table(console: Console, table: Table) -> None:
+    """Print ``table`` without ever cutting an id: if the console is narrower than the
+    columns other than the preview need, the table is printed wider than the console (a
+    terminal wraps the lines) rather than shortening a value someone will copy."""
+    last = table.columns[-1]
+    if last.max_width is not None:
+        needed = _natural_widths(table, len(table.columns) - 1) + PREVIEW_MIN
+    else:
+        needed = _natural_widths(table, len(table.columns))
+    if needed <= console.width:
+        console.print(table)
+        return
+    # Console.print(width=) never goes beyond the console's own width: a wider twin writes it.
+    wide = Console(
+        file=console.file,
+        width=needed,
+        highlight=False,
+        soft_wrap=console.soft_wrap,
+        color_system=console.color_system,  # type: ignore[arg-type]  # a name it accepts back
+        force_terminal=console.is_terminal,
+    )
+    wide.print(table)
 
 
 def view_table(console: Console, view: StoredView, *, title: str) -> Table:
@@ -91,7 +116,7 @@ def view_table(console: Console, view: StoredView, *, title: str) -> Table:
             _marker(console, position) if position in indices else "",
             str(position),
             event.kind,
-            short_id(event.id),
+            event.id,
             preview(event.payload),
         ]
         for position, event in enumerate(events)
@@ -121,7 +146,7 @@ def events_table(console: Console, events: Sequence[StoredEvent], *, title: str)
         [
             str(event.seq),
             event.kind,
-            short_id(event.event_id),
+            event.event_id,
             str(event.payload.get("source") or ""),
             preview(event.payload),
         ]

@@ -11,14 +11,21 @@ import click
 from rich.progress import Progress
 from rich.table import Table
 
-from viewstore.cli.app import EXIT_USAGE, Context, UserError, cli, json_option, pass_state
-from viewstore.errors import StorageError, ViewstoreError
+from viewstore.cli.app import (
+    EXIT_USAGE,
+    Context,
+    UserError,
+    cli,
+    json_option,
+    pass_state,
+    printable,
+)
+from viewstore.errors import ImportFileError, StorageError, ViewstoreError
+from viewstore.importers.export import write_conversation_folder
 from viewstore.importers.openhands import (
     ConversationFolder,
-    ImportFileError,
     find_conversation_folders,
     read_events,
-    write_conversation_folder,
 )
 
 
@@ -94,7 +101,7 @@ def import_(state: Context, paths: tuple[Path, ...], as_json: bool) -> None:
             )
         for r in results:
             table.add_row(
-                r.folder.conversation_id,
+                printable(r.folder.conversation_id),
                 str(r.events),
                 str(r.appended),
                 str(r.duplicates),
@@ -102,7 +109,7 @@ def import_(state: Context, paths: tuple[Path, ...], as_json: bool) -> None:
             )
         state.out.print(table)
     for r in failed:
-        click.echo(f"error: {r.error}", err=True)
+        click.echo(f"error: {printable(r.error or '')}", err=True)
     if failed:
         sys.exit(EXIT_USAGE)
 
@@ -132,7 +139,11 @@ def export(  # noqa: PLR0917 (click passes the options positionally by name)
             out.write_text(text, encoding="utf-8")
         except OSError as error:
             raise UserError(f"{out}: cannot write: {error.strerror or error}") from error
-        state.err.print(f"wrote {len(stored)} events to {out}")
+        if as_json:  # the same summary as a folder export (stdout: the events themselves)
+            key = stored[0].conversation_id if stored else conversation
+            state.print_json({"conversation_id": key, "events": len(stored), "path": str(out)})
+        else:
+            state.err.print(f"wrote {len(stored)} events to {out}")
         return
     try:
         target = write_conversation_folder(

@@ -1,5 +1,5 @@
 """Read and write conversations in the folder layout the OpenHands SDK persists
-(SEMANTICS.md section 9)::
+(docs/semantics.md §9)::
 
     <conversation id hex>/
       base_state.json
@@ -18,18 +18,13 @@ is imported.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from viewstore.errors import InvalidEventError
-from viewstore.events import STATE_UPDATE_KIND, Event, parse_event
-from viewstore.store.records import StoredEvent
+from viewstore.errors import ImportFileError, InvalidEventError
+from viewstore.events import Event, parse_event
 
 EVENT_FILE = re.compile(r"^event-(\d{5,})-(.+)\.json$")
 EVENTS_DIR = "events"
@@ -37,23 +32,30 @@ BASE_STATE = "base_state.json"
 LOCK_FILE = ".eventlog.lock"
 
 
-class ImportFileError(Exception):
-    """A file of a conversation folder cannot be imported; names the file."""
-
-    def __init__(self, path: Path, reason: str) -> None:
-        self.path = path
-        self.reason = reason
-        super().__init__(f"{path}: {reason}")
-
-
 @dataclass(frozen=True)
 class ConversationFolder:
+    """A conversation folder to import; ``root`` is the folder named on the command line
+    (itself, or the parent holding it): no file outside ``root`` is read."""
+
     conversation_id: str
     path: Path
+    root: Path | None = None
 
     @property
     def events_dir(self) -> Path:
         return self.path / EVENTS_DIR
+
+    def inside(self, path: Path) -> Path:
+        """``path`` resolved, or ``ImportFileError`` if it leads outside ``root``.
+
+        A symbolic link in an export or a downloaded archive must not make an import read
+        files elsewhere on the machine (and store them in a conversation anyone may export).
+        """
+        root = (self.root or self.path).resolve()
+        resolved = path.resolve()
+        if not resolved.is_relative_to(root):
+            raise ImportFileError(path, f"leads outside {root} (a symbolic link?): refused")
+        return resolved
 
 
 def is_conversation_folder(path: Path) -> bool:
@@ -67,8 +69,9 @@ def find_conversation_folders(paths: Iterable[Path]) -> list[ConversationFolder]
         path = Path(raw)
         if not path.is_dir():
             raise ImportFileError(path, "not a folder")
+        root = path.resolve()
         if is_conversation_folder(path):
-            found.append(ConversationFolder(path.resolve().name, path))
+            found.append(ConversationFolder(root.name, path, root))
             continue
         children = sorted(
             child for child in path.iterdir() if child.is_dir() and is_conversation_folder(child)
@@ -77,7 +80,7 @@ def find_conversation_folders(paths: Iterable[Path]) -> list[ConversationFolder]
             raise ImportFileError(
                 path, f"no OpenHands conversation folder here (none has {EVENTS_DIR}/)"
             )
-        found.extend(ConversationFolder(child.name, child) for child in children)
+        found.extend(ConversationFolder(child.name, child, root) for child in children)
     return found
 
 
@@ -86,6 +89,7 @@ def event_files(folder: ConversationFolder) -> list[Path]:
     directory = folder.events_dir
     if not directory.is_dir():
         return []
+    folder.inside(directory)
     indexed: dict[int, Path] = {}
     for entry in directory.iterdir():
         name = entry.name
@@ -114,7 +118,7 @@ def read_events(folder: ConversationFolder, *, max_bytes: int | None = None) -> 
         match = EVENT_FILE.match(path.name)
         assert match is not None
         try:
-            data = path.read_bytes()
+            data = folder.inside(path).read_bytes()
         except OSError as error:
             raise ImportFileError(path, f"cannot read: {error.strerror or error}") from error
         try:
@@ -127,59 +131,3 @@ def read_events(folder: ConversationFolder, *, max_bytes: int | None = None) -> 
             )
         parsed.append(event)
     return parsed
-
-
-# ------------------------------------------------------------------------------- writing
-
-
-def uuid_text(conversation_id: str) -> str:
-    """The id as OpenHands writes it in base_state.json: a dashed UUID when it is one."""
-    try:
-        return str(uuid.UUID(hex=conversation_id))
-    except ValueError:
-        return conversation_id
-
-
-def minimal_base_state(conversation_id: str, events: Sequence[StoredEvent]) -> dict[str, Any]:
-    """What viewstore knows of ``base_state.json``: id and HEAD (the SDK's own file also holds
-    the agent, workspace and stats, which are not events and are not stored)."""
-    leaf = next((e.event_id for e in reversed(events) if e.kind != STATE_UPDATE_KIND), None)
-    state: dict[str, Any] = {"id": uuid_text(conversation_id)}
-    if leaf is not None:
-        state["leaf_event_id"] = leaf
-    state["head_is_empty"] = leaf is None
-    return state
-
-
-def event_file_name(index: int, event_id: str) -> str:
-    return f"event-{index:05d}-{event_id}.json"
-
-
-def write_conversation_folder(
-    out: Path, conversation_id: str, events: Sequence[StoredEvent], *, overwrite: bool = False
-) -> Path:
-    """Write ``<out>/<conversation id>/`` in the SDK layout; event files hold the stored JSON
-    text byte for byte. Refuses to write into a non-empty folder unless ``overwrite``."""
-    target = out / conversation_id
-    events_dir = target / EVENTS_DIR
-    if target.exists() and any(target.iterdir()):
-        if not overwrite:
-            raise ImportFileError(target, "already exists and is not empty (use --force)")
-        for stale in events_dir.glob("*") if events_dir.is_dir() else []:
-            if stale.is_file() and (EVENT_FILE.match(stale.name) or stale.name.startswith(".")):
-                stale.unlink()
-    events_dir.mkdir(parents=True, exist_ok=True)
-    for index, event in enumerate(events):
-        _write_text(events_dir / event_file_name(index, event.event_id), event.payload_json)
-    (events_dir / LOCK_FILE).touch()
-    (events_dir / f".eventlog-len-{len(events)}.marker").touch()
-    state = minimal_base_state(conversation_id, events)
-    _write_text(target / BASE_STATE, json.dumps(state, ensure_ascii=False))
-    return target
-
-
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8", newline="") as handle:
-        handle.write(text)
-    os.replace(tmp, path)

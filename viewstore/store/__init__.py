@@ -1,5 +1,6 @@
 """The SQL store: schema, engines per dialect, and the EventStore that owns every transaction."""
 
+from viewstore.store.catalogue import ConversationInfo
 from viewstore.store.event_store import EventStore
 from viewstore.store.records import (
     AppendResult,
@@ -13,7 +14,11 @@ from viewstore.store.records import (
 
 __all__ = [
     "AppendResult",
+<<<<<<< HEAD
     "CondensationRecord",
+=======
+    "ConversationInfo",
+>>>>>>> main
     "ConversationReport",
     "ConversationSummary",
     "EventStore",

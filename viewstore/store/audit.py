@@ -13,6 +13,7 @@ from dataclasses import replace
 from sqlalchemy import Connection, delete
 
 from viewstore.chain import GENESIS, chain_hash
+from viewstore.errors import ConversationNotFoundError
 from viewstore.events import Event, parse_event
 from viewstore.projector import Projection, ViewEntry, project_from_scratch
 from viewstore.store import reads, rows
@@ -154,7 +155,13 @@ def rebuild(conn: Connection, keys: Sequence[str] | None) -> int:
     """Rewrite the projection rows and carried state; returns how many conversations."""
     count = 0
     for key in keys if keys is not None else reads.conversation_ids(conn):
-        conv = reads.conversation_row(conn, key)
+        # Locked as an append locks it, before the log is read: an append that committed while
+        # we waited is then in what we read, and one that comes later waits for our commit.
+        # Read unlocked, the version and rows written back would be a snapshot's, older than
+        # an append committed in between (its event kept, the version rolled back under it).
+        conv = rows.lock_conversation(conn, key)
+        if conv is None:
+            raise ConversationNotFoundError(key)
         stored = reads.read_events(conn, key)
         projection = project_from_scratch(
             (event.seq, parse_event(event.payload_json)) for event in stored

@@ -9,24 +9,35 @@ loss can take back the last few. A busy timeout makes a second writer wait inste
 
 PostgreSQL goes through psycopg 3; plain ``postgresql://`` URLs are pointed at it. Any other
 database or driver is refused up front: the store speaks to these two drivers directly (the
-fast path, the reads), so it cannot run on another.
+fast path, the reads), so it cannot run on another. A store may live in its own PostgreSQL
+schema (``schema=``), beside an application's tables of the same names; see ``_search_path``
+for how every statement is kept in it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
+from weakref import WeakKeyDictionary
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Dialect, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 
 from viewstore.errors import InvalidArgumentError, UnsupportedDatabaseError
+from viewstore.store import slow
 
 DEFAULT_URL = "sqlite:///viewstore.db"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 #: (database, driver) pairs the store runs on; "" is the dialect's default driver.
 SUPPORTED = frozenset({("sqlite", ""), ("sqlite", "pysqlite"), ("postgresql", "psycopg")})
 WRITE = {"viewstore_write": True}
+# Lower-case identifiers only: they need no quoting in SQL nor escaping in libpq's options.
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+#: The engines set up here, by their dialect object (one per engine, kept by its
+#: ``execution_options`` copies and across ``dispose()``), with the schema each was set up for.
+_CONFIGURED: WeakKeyDictionary[Dialect, str | None] = WeakKeyDictionary()
 
 
 def default_url() -> str:
@@ -40,6 +51,47 @@ def normalize_url(url: str | URL) -> URL:
     return parsed
 
 
+def check_schema(schema: str | None) -> str | None:
+    if schema is not None and (not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema)):
+        raise InvalidArgumentError(
+            f"schema must be a lower-case SQL identifier (a-z, 0-9, _), got {schema!r}"
+        )
+    return schema
+
+
+def configured_schema(engine: Engine) -> tuple[bool, str | None]:
+    """Whether ``engine`` was made by :func:`create_engine_for`, and for which schema."""
+    if engine.dialect in _CONFIGURED:
+        return True, _CONFIGURED[engine.dialect]
+    return False, None
+
+
+def check_engine(engine: Engine, schema: str | None) -> None:
+    """Refuse an engine that lacks what the store relies on, rather than run without it.
+
+    On SQLite the store needs its connection settings (WAL, busy timeout, foreign keys, and the
+    driver in autocommit mode with an explicit ``BEGIN``/``BEGIN IMMEDIATE`` per transaction:
+    without them two appends can both read version N); on PostgreSQL with a schema, every
+    connection's search path. Both are set when connections open, which an engine made
+    elsewhere may already have done, so they cannot be added afterwards.
+    """
+    configured, engine_schema = configured_schema(engine)
+    if configured and engine_schema == schema:
+        return
+    if engine.dialect.name == "sqlite" and not configured:
+        raise InvalidArgumentError(
+            "this SQLite engine lacks viewstore's settings (WAL, busy timeout, foreign keys, "
+            "explicit BEGIN): create it with viewstore.create_engine(url, ...) or pass the URL"
+        )
+    if engine.dialect.name == "sqlite":
+        raise InvalidArgumentError("schema= is for PostgreSQL; a SQLite store is its own file")
+    if schema is not None or engine_schema is not None:
+        raise InvalidArgumentError(
+            f"this engine was not made for schema {schema!r}: create it with "
+            f"viewstore.create_engine(url, schema={schema!r}) or pass the URL"
+        )
+
+
 def check_supported(url: URL) -> None:
     """Raise ``UnsupportedDatabaseError`` unless the store runs on this URL's database."""
     backend, _, driver = url.drivername.partition("+")
@@ -50,18 +102,30 @@ def check_supported(url: URL) -> None:
         )
 
 
-def create_engine_for(url: str | URL, **kwargs: Any) -> Engine:
+def create_engine_for(url: str | URL, *, schema: str | None = None, **kwargs: Any) -> Engine:
+    """An engine with viewstore's settings for its dialect (``viewstore.create_engine``).
+
+    Applications that want to share an engine with the store (to append in their own
+    transactions) create it here; ``kwargs`` go to SQLAlchemy's ``create_engine``.
+    """
     parsed = normalize_url(url)
     check_supported(parsed)
+    check_schema(schema)
+    if schema is not None and parsed.get_backend_name() == "sqlite":
+        raise InvalidArgumentError("schema= is for PostgreSQL; a SQLite store is its own file")
     try:
-        return _create_engine(parsed, **kwargs)
+        engine = _create_engine(parsed, schema, **kwargs)
     except ImportError as error:
+        extra = "; pip install 'viewstore[postgres]'" if "psycopg" in str(error) else ""
         raise UnsupportedDatabaseError(
-            f"the driver for {parsed.drivername!r} URLs is not installed ({error})"
+            f"the driver for {parsed.drivername!r} URLs is not installed ({error}{extra})"
         ) from error
+    slow.watch(engine)
+    _CONFIGURED[engine.dialect] = schema
+    return engine
 
 
-def _create_engine(parsed: URL, **kwargs: Any) -> Engine:
+def _create_engine(parsed: URL, schema: str | None, **kwargs: Any) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         busy_timeout_ms = _busy_timeout_ms(parsed)
         engine = create_engine(parsed, **kwargs)
@@ -79,7 +143,25 @@ def _create_engine(parsed: URL, **kwargs: Any) -> Engine:
     # small statements afresh each time costs far less than that.
     connect_args = kwargs.setdefault("connect_args", {})
     connect_args.setdefault("prepare_threshold", None)
+    if schema is not None:
+        _search_path(connect_args, schema)
     return create_engine(parsed, **kwargs)
+
+
+def _search_path(connect_args: dict[str, Any], schema: str) -> None:
+    """Put every connection's ``search_path`` on ``schema`` alone, from its first statement.
+
+    Chosen over schema-qualified names: the store also runs hand-written SQL (the fast path,
+    view reads, the analyst views, every migration), and one unqualified name missed there
+    would quietly read or write the application's table of the same name. With the schema
+    alone on the path, such a name finds viewstore's table or fails; it never reaches
+    ``public``. Set as a startup option (libpq ``options``), not a ``SET`` on connect: it costs
+    no round trip, holds before any statement runs, and becomes the session's default, so
+    ``RESET ALL`` or ``DISCARD ALL`` (as poolers issue) keep it.
+    """
+    option = f"-csearch_path={schema}"
+    existing = connect_args.get("options")
+    connect_args["options"] = f"{existing} {option}" if existing else option
 
 
 def _busy_timeout_ms(url: URL) -> int:

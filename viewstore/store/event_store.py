@@ -7,12 +7,12 @@ by ``translated()``.
 
 from __future__ import annotations
 
-import importlib
+import logging
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine
@@ -24,13 +24,28 @@ from viewstore.errors import (
 )
 from viewstore.events import Event, Role, parse_event
 from viewstore.projector import Projection, ProjectionState, needs_view, project
+<<<<<<< HEAD
 from viewstore.store import audit, fast_path, overview, reads, revisions, rows
 from viewstore.store.engine import WRITE, check_supported, create_engine_for, default_url
+=======
+from viewstore.store import audit, fast_path, migrate, reads, rows, slow
+from viewstore.store.catalogue import ConversationInfo, Order, check_options, read_catalogue
+from viewstore.store.engine import (
+    WRITE,
+    check_engine,
+    check_schema,
+    check_supported,
+    create_engine_for,
+    default_url,
+)
+>>>>>>> main
 from viewstore.store.feed import FeedEntry, check_limit, decode_cursor, read_feed
 from viewstore.store.inputs import (
     DEFAULT_MAX_EVENT_BYTES,
     EventInput,
+    check_integer,
     conversation_key,
+    new_conversation_key,
     parse_batch,
 )
 from viewstore.store.records import (
@@ -45,7 +60,11 @@ from viewstore.store.translate import translated
 from viewstore.view import View
 
 if TYPE_CHECKING:
-    from alembic.config import Config
+    from sqlalchemy.orm import Session
+
+alembic_config = migrate.alembic_config  # where the tests and tools have always found it
+
+logger = logging.getLogger("viewstore.store")
 
 #: Crash-point injection for tests (tests/ops): when set, called inside every append's
 #: transaction with "after_events", "after_view_rows" and "before_commit". None in production.
@@ -58,51 +77,56 @@ def _at(point: str) -> None:
 
 
 class EventStore:
-    """Events, condensations, and each conversation's live view and indices, in SQL."""
+    """Events, condensations, and each conversation's live view and indices, in SQL.
+
+    ``url_or_engine``: a database URL (default: ``VIEWSTORE_URL``, else
+    ``sqlite:///viewstore.db``), or an engine made by ``viewstore.create_engine`` (which
+    applies the settings the store relies on; see ``check_engine``). ``schema``: on
+    PostgreSQL, the schema the store's tables live in (created by ``create_schema``), so an
+    application's own tables of the same names in ``public`` are never touched.
+    """
 
     def __init__(
         self,
         url_or_engine: str | Engine | None = None,
         *,
+        schema: str | None = None,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
+        check_schema(schema)
         if isinstance(url_or_engine, Engine):
             check_supported(url_or_engine.url)
+            check_engine(url_or_engine, schema)
             self.engine = url_or_engine
             self._owns_engine = False
         else:
-            self.engine = create_engine_for(url_or_engine or default_url())
+            self.engine = create_engine_for(url_or_engine or default_url(), schema=schema)
             self._owns_engine = True
-        self.max_event_bytes = max_event_bytes
+        self.schema = schema
+        self.max_event_bytes = check_integer("max_event_bytes", max_event_bytes, minimum=1)
         self._tails = fast_path.Tails()
+        self._slow = slow.threshold()
 
     # -- lifecycle ----------------------------------------------------------------------
 
     def create_schema(self) -> None:
-        """Migrate the database to the newest schema (``alembic upgrade head``).
+        """Migrate the database to the newest schema (``alembic upgrade head``), in its own
+        version table (``viewstore_alembic_version``; see ``viewstore.store.migrate``).
 
         A revision this code does not know (a newer viewstore's, another application's) raises
         ``SchemaMismatchError`` and nothing is migrated.
-        """
-        from alembic import command  # noqa: PLC0415 - see alembic_config
 
-        config = alembic_config()
-        revisions.check_known(self.schema_revision(), config)
-        with translated(), self.engine.connect() as conn:
-            config.attributes["connection"] = conn
-            command.upgrade(config, "head")
-            conn.commit()
+        Processes that run it at once on one database take turns: the migration, and the
+        check of the revision it starts from, run under a lock (see ``revisions.migration_lock``),
+        so one migrates and the others then find the schema at head.
+        """
+        with translated():
+            migrate.upgrade(self.engine, self.schema)
 
     def schema_revision(self) -> str | None:
         """The Alembic revision the database is at (``None``: no viewstore schema yet)."""
-        from alembic.runtime.migration import MigrationContext  # noqa: PLC0415 - as above
-        from alembic.util import CommandError  # noqa: PLC0415 - as above
-
-        with translated(), self.engine.connect() as conn:
-            try:
-                return MigrationContext.configure(conn).get_current_revision()
-            except CommandError as error:
-                raise revisions.unreadable(error) from error
+        with translated():
+            return migrate.current_revision(self.engine, self.schema)
 
     def close(self) -> None:
         if self._owns_engine:
@@ -117,6 +141,19 @@ class EventStore:
     @contextmanager
     def _write(self) -> Iterator[Connection]:
         with translated(), self.engine.execution_options(**WRITE).begin() as conn:
+            yield conn
+
+    @contextmanager
+    def begin(self) -> Iterator[Connection]:
+        """A write transaction on the store's engine, committed at the end of the block (rolled
+        back on an exception), for an application that writes its own rows and appends events
+        together: ``store.append(..., connection=conn)`` inside it.
+
+        Any transaction of the store's engine serves as well; this one is begun as a writer,
+        which matters on SQLite: a transaction begun as a reader that later writes fails at
+        once, instead of waiting, when another writer committed since it began.
+        """
+        with self._write() as conn:
             yield conn
 
     @contextmanager
@@ -137,23 +174,26 @@ class EventStore:
         events: EventInput | Iterable[EventInput],
         *,
         expected_version: int | None = None,
+        connection: Connection | Session | None = None,
     ) -> AppendResult:
         """Append events to a conversation in one transaction, projecting its view.
 
         ``expected_version`` (the number of events the caller saw, 0 for a new conversation)
         makes the append conditional: a mismatch raises ``ConcurrencyError`` before anything
         is written, unless the call is an exact retry of events already stored there.
+
+        ``connection``: a SQLAlchemy ``Connection`` (or an ORM ``Session``) of the store's
+        engine, in the caller's transaction. The append then joins that transaction instead of
+        opening one: the caller's own rows and the events commit, or roll back, together, and
+        the caller commits. The append runs in a savepoint, so when it raises, nothing of it
+        is written and the caller's transaction goes on. See ``begin()``.
         """
-        key = conversation_key(conversation_id)
+        key = new_conversation_key(conversation_id)
         batch = parse_batch(events, self.max_event_bytes)
-        if expected_version is not None and (
-            isinstance(expected_version, bool)
-            or not isinstance(expected_version, int)
-            or expected_version < 0
-        ):
-            raise InvalidArgumentError(
-                f"expected_version must be a non-negative integer, got {expected_version!r}"
-            )
+        if expected_version is not None:
+            check_integer("expected_version", expected_version)
+        if connection is not None:
+            return self._append_in(self._callers(connection), key, batch, expected_version)
         fast = self._fast_append(key, batch, expected_version)
         if fast is not None:
             return fast
@@ -161,6 +201,23 @@ class EventStore:
             result, tail = self._append(conn, key, batch, expected_version)
         if tail is not None:  # committed: the next append here may take the fast path
             self._tails.put(key, tail)
+        return result
+
+    def _callers(self, connection: Connection | Session) -> Connection:
+        conn = connection if isinstance(connection, Connection) else connection.connection()
+        if conn.engine.dialect is not self.engine.dialect:  # another engine: the same rules
+            check_engine(conn.engine, self.schema)
+        return conn
+
+    def _append_in(
+        self, conn: Connection, key: str, batch: list[Event], expected: int | None
+    ) -> AppendResult:
+        """The ordinary path inside the caller's transaction. No fast path: it commits on its
+        own. No tail is kept: the caller may still roll back, and the next append of this
+        store reads the row again (the one it may have has gone stale here)."""
+        self._tails.drop(key)
+        with translated(), conn.begin_nested():
+            result, _tail = self._append(conn, key, batch, expected)
         return result
 
     def _fast_append(
@@ -180,6 +237,7 @@ class EventStore:
         plan = fast_path.plan(key, tail, batch, datetime.now(UTC))
         if not self._write_plan(plan):
             self._tails.drop(key)  # stale, or a stored id: the ordinary path will tell
+            logger.debug("fast path stepped aside for %r (another writer, or a stored id)", key)
             return None
         self._tails.put(key, plan.tail)
         return AppendResult(
@@ -192,10 +250,14 @@ class EventStore:
 
     def _write_plan(self, plan: fast_path.Plan) -> bool:
         """Commit the plan; False when it was stale or hit a stored id (nothing written)."""
+        started = time.perf_counter()
         with translated():
             if self.engine.dialect.name == "postgresql":
-                return fast_path.write_postgres(self.engine, plan)
-            return fast_path.write_sqlite(self.engine, plan)
+                written = fast_path.write_postgres(self.engine, plan)
+            else:
+                written = fast_path.write_sqlite(self.engine, plan)
+        slow.report(time.perf_counter() - started, self._slow, "fast-path append")
+        return written
 
     def _append(
         self, conn: Connection, key: str, batch: list[Event], expected: int | None
@@ -214,6 +276,7 @@ class EventStore:
             retry = self._as_retry(conn, key, batch, expected, version)
             if retry is not None:
                 return retry, tail
+            logger.info("conflict on %r: expected version %d, found %d", key, expected, version)
             raise ConcurrencyError(key, expected, version)
         stored = rows.stored_payloads(conn, key, [e.id for e in batch]) if maybe_stored else {}
         duplicates: list[str] = []
@@ -288,6 +351,8 @@ class EventStore:
     def view(self, conversation_id: str | uuid.UUID, *, as_of: int | None = None) -> StoredView:
         """The live view from the view rows: now, or right after event ``as_of``."""
         key = conversation_key(conversation_id)
+        if as_of is not None:
+            check_integer("as_of", as_of)
         with self._read() as conn:
             if as_of is not None:
                 self._check_seq(conn, key, as_of)
@@ -295,7 +360,7 @@ class EventStore:
 
     def _check_seq(self, conn: Connection, key: str, seq: int) -> int:
         version: int = reads.conversation_row(conn, key).version
-        if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= version:
+        if not 0 <= seq <= version:
             raise InvalidArgumentError(
                 f"as_of must be an integer between 0 and {version} for {key!r}, got {seq!r}"
             )
@@ -305,12 +370,9 @@ class EventStore:
         self, conversation_id: str | uuid.UUID, *, after: int = 0, limit: int | None = None
     ) -> list[StoredEvent]:
         key = conversation_key(conversation_id)
-        if limit is not None and (
-            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
-        ):
-            raise InvalidArgumentError(f"limit must be a non-negative integer, got {limit!r}")
-        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
-            raise InvalidArgumentError(f"after must be a non-negative integer, got {after!r}")
+        if limit is not None:
+            check_integer("limit", limit)
+        check_integer("after", after)
         with self._read() as conn:
             return reads.read_events(conn, key, after=after, limit=limit)
 
@@ -320,7 +382,46 @@ class EventStore:
             value: int = reads.conversation_row(conn, key).version
             return value
 
-    def conversations(self) -> list[str]:
+    def conversations(
+        self,
+        *,
+        order_by: Order = "id",
+        descending: bool = False,
+        limit: int | None = None,
+        offset: int = 0,
+        updated_since: datetime | None = None,
+        min_view_length: int | None = None,
+    ) -> list[ConversationInfo]:
+        """The catalogue: one :class:`ConversationInfo` per conversation (id, times, version,
+        view length, request flag, last event kind), read from the conversation rows alone.
+
+        ``order_by`` one of ``id`` (default), ``created_at``, ``updated_at``, ``version``,
+        ``view_length`` (ties in id order; ``descending`` reverses both); ``limit`` and
+        ``offset`` page through it; ``updated_since`` (an aware datetime) keeps conversations
+        appended to at or after it, ``min_view_length`` those whose live view holds at least
+        that many events. Only the ids: :meth:`conversation_ids`.
+        """
+        check_options(
+            order_by=order_by,
+            limit=limit,
+            offset=offset,
+            updated_since=updated_since,
+            min_view_length=min_view_length,
+        )
+        with self._read() as conn:
+            return read_catalogue(
+                conn,
+                order_by=order_by,
+                descending=descending,
+                limit=limit,
+                offset=offset,
+                updated_since=updated_since,
+                min_view_length=min_view_length,
+            )
+
+    def conversation_ids(self) -> list[str]:
+        """Every conversation id, sorted (what ``conversations()`` returned before the
+        catalogue)."""
         with self._read() as conn:
             return reads.conversation_ids(conn)
 
@@ -385,6 +486,8 @@ class EventStore:
             return overview.event_by_id(conn, key, str(event_id))
 
     def _log(self, key: str, as_of: int | None = None) -> tuple[int, list[Event]]:
+        if as_of is not None:
+            check_integer("as_of", as_of)
         with self._read() as conn:
             version = reads.conversation_row(conn, key).version
             if as_of is not None:
@@ -448,20 +551,3 @@ def _stored(key: str, version: int, view: View, as_of: int | None) -> StoredView
         unhandled_condensation_request=view.unhandled_condensation_request,
         as_of=as_of,
     )
-
-
-def _migrations_dir() -> str:
-    # Shipped as viewstore._migrations (see pyproject); imported by name because the package
-    # is mapped from the top-level migrations/ folder, which type checkers do not follow.
-    module = importlib.import_module("viewstore._migrations")
-    return str(Path(module.__file__ or "").parent)
-
-
-def alembic_config() -> Config:
-    # Alembic is imported only when the schema is touched: it is a fifth of every CLI call's
-    # start-up otherwise, and appends and reads never need it.
-    from alembic.config import Config  # noqa: PLC0415
-
-    config = Config()
-    config.set_main_option("script_location", _migrations_dir())
-    return config

@@ -21,6 +21,7 @@ from __future__ import annotations
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache, lru_cache
@@ -124,9 +125,13 @@ def _closed_index_rows(p: Plan) -> list[dict[str, Any]]:
 
 
 def _pg_type(dialect: Dialect, table: Table, column: str) -> str:
-    # A collation (the order key's "C") belongs to the column, not to a cast.
+    # A collation (the order key's "C") belongs to the column, not to a cast. A length goes too:
+    # an explicit cast to VARCHAR(n) silently cuts a longer value, while the assignment to the
+    # column refuses it ("value too long"), as the ordinary path's INSERT does. The inputs are
+    # checked against every limit before (viewstore.store.inputs); this keeps the database from
+    # ever truncating should a value get past them.
     compiled = table.c[column].type.compile(dialect=dialect)
-    return compiled.split(" COLLATE ")[0]
+    return compiled.split(" COLLATE ")[0].split("(")[0]
 
 
 @lru_cache(maxsize=1024)  # per dialect (engine), table and row count: few in practice
@@ -269,15 +274,25 @@ def write_sqlite(engine: Engine, p: Plan) -> bool:
         driver = conn.connection.dbapi_connection
         assert driver is not None
         driver.execute("BEGIN IMMEDIATE")
-        committed = False
         try:
             if _write_sqlite(conn, p):
                 driver.execute("COMMIT")
-                committed = True
-        finally:
-            if not committed:
-                driver.execute("ROLLBACK")
-        return committed
+                return True
+        except BaseException:
+            # The error in flight says why (a full disk, say); a failed rollback must not take
+            # its place, and the pool's reset on check-in rolls back whatever is left.
+            with suppress(sqlite3.Error):
+                _rollback(driver)
+            raise
+        _rollback(driver)
+        return False
+
+
+def _rollback(driver: Any) -> None:
+    # SQLite rolls the whole transaction back by itself on some errors (SQLITE_FULL, an I/O
+    # error, SQLITE_NOMEM...): a ROLLBACK then fails with "no transaction is active".
+    if driver.in_transaction:
+        driver.execute("ROLLBACK")
 
 
 def _write_sqlite(conn: Connection, p: Plan) -> bool:

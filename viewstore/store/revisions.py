@@ -9,10 +9,32 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sqlalchemy import Connection, text
+
 from viewstore.errors import SchemaMismatchError
 
 if TYPE_CHECKING:
     from alembic.config import Config
+
+#: The advisory lock key migrations take on PostgreSQL: "viewstor" in ASCII, a constant all
+#: versions of viewstore share (advisory keys are per database, so databases never contend).
+MIGRATION_LOCK_KEY = 0x76696577_73746F72
+
+
+def migration_lock(conn: Connection) -> None:
+    """Open ``conn``'s transaction holding the database's migration lock until it ends.
+
+    Without it, two processes migrating a fresh database at once both create the same tables
+    (PostgreSQL: a duplicate key in its catalogue; SQLite: a read transaction that cannot
+    become a write one fails at once, without waiting). PostgreSQL: a transaction-scoped
+    advisory lock, released by the commit or rollback whatever happens. SQLite: ``conn`` was
+    opened for writing, so its first statement begins with BEGIN IMMEDIATE, which takes the
+    write lock up front and waits for it as long as the busy timeout allows.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+    else:
+        conn.execute(text("SELECT 1"))
 
 
 def check_known(revision: str | None, config: Config) -> None:

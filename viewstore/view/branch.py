@@ -1,4 +1,4 @@
-"""The active branch of a conversation's event tree (SEMANTICS.md 9).
+"""The active branch of a conversation's event tree (docs/semantics.md §9).
 
 A cold load in OpenHands runs ``from_events`` over the path from HEAD to the root, not over the
 file order; state updates hang off the chain as leaves, so they are absent from that path.

@@ -1,4 +1,4 @@
-"""How a ``Condensation`` rewrites the view (SEMANTICS.md 4)."""
+"""How a ``Condensation`` rewrites the view (docs/semantics.md §4)."""
 
 from __future__ import annotations
 

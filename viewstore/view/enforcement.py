@@ -1,4 +1,4 @@
-"""Enforcement of the view properties to a fixpoint (SEMANTICS.md 7).
+"""Enforcement of the view properties to a fixpoint (docs/semantics.md §7).
 
 OpenHands restarts from the first property after every removal by recursing, which fails past
 about a thousand cascading rounds; here the fixpoint is a loop. Each property precomputes what it

@@ -1,7 +1,7 @@
 """The OpenHands ``View``: the events sent to the LLM, on both of OpenHands' paths.
 
-``append_event`` is the live path (SEMANTICS.md 3): what a long-running agent holds in memory,
-with no enforcement. ``View.from_events`` is the resume path (SEMANTICS.md 5): the same fold,
+``append_event`` is the live path (docs/semantics.md §3): what a long-running agent holds in memory,
+with no enforcement. ``View.from_events`` is the resume path (docs/semantics.md §5): the same fold,
 then enforcement of every property to a fixpoint. Manipulation indices are kept up to date on
 every append, so reading them costs nothing; only a condensation rescans the view.
 """

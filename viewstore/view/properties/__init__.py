@@ -1,4 +1,4 @@
-"""The view properties, in the order enforcement consults them (SEMANTICS.md 7)."""
+"""The view properties, in the order enforcement consults them (docs/semantics.md §7)."""
 
 from viewstore.view.properties.base import ViewProperty
 from viewstore.view.properties.batch_atomicity import BatchAtomicityProperty

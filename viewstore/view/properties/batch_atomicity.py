@@ -1,4 +1,4 @@
-"""Actions of one LLM response stay together (SEMANTICS.md 6.2, 7)."""
+"""Actions of one LLM response stay together (docs/semantics.md §6.2, §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""At most one observation-like event per tool call id (SEMANTICS.md 6.1, 7)."""
+"""At most one observation-like event per tool call id (docs/semantics.md §6.1, §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every action has its observation and vice versa (SEMANTICS.md 6.3, 7)."""
+"""Every action has its observation and vice versa (docs/semantics.md §6.3, §7)."""
 
 from __future__ import annotations
 

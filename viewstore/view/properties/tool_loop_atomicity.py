@@ -1,4 +1,4 @@
-"""A thinking action and the tool calls that follow it stay together (SEMANTICS.md 6.4, 7).
+"""A thinking action and the tool calls that follow it stay together (docs/semantics.md §6.4, §7).
 
 A tool loop starts at an action with thinking blocks and runs over the actions and
 observation-likes after it. What ends a loop differs by use: for indices, the loops come from

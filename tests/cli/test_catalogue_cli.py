@@ -1,0 +1,164 @@
+"""`viewstore list`, `viewstore feed [--follow]`, full ids in tables, and `--json` meaning the
+same everywhere; each runs the installed command in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from viewstore import EventStore
+from viewstore.demo import run_demo
+
+from ._process import SCRIPT, clean_env, error_line, run
+
+LONG = "9cd8a8fb-0000-4000-8000-00000000000000000001"  # longer than any column it once had
+
+
+def _store(url: str) -> None:
+    with EventStore(url) as store:
+        run_demo(store, LONG)
+        store.append("short", [{"kind": "MessageEvent", "id": "m1", "source": "user"}])
+
+
+def test_list_prints_every_record_with_full_ids(db_url: str) -> None:
+    _store(db_url)
+    done = run("list", url=db_url)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert LONG in done.stdout
+    assert "2 conversation(s)" in done.stdout
+    row = next(line for line in done.stdout.splitlines() if LONG in line)
+    assert "16" in row and "ConversationStateUpdateEvent" in row
+
+    as_json = run("list", "--json", "--order", "version", "--desc", url=db_url)
+    assert as_json.returncode == 0, as_json.stderr
+    records = json.loads(as_json.stdout)
+    assert [r["id"] for r in records] == [LONG, "short"]
+    assert list(records[0]) == [
+        "id",
+        "created_at",
+        "updated_at",
+        "version",
+        "view_length",
+        "unhandled_condensation_request",
+        "last_event_kind",
+    ]
+    assert (records[0]["version"], records[0]["view_length"]) == (16, 9)
+
+    paged = run("list", "--json", "--limit", "1", "--offset", "1", url=db_url)
+    assert [r["id"] for r in json.loads(paged.stdout)] == ["short"]
+    longer = run("list", "--json", "--min-view-length", "2", url=db_url)
+    assert [r["id"] for r in json.loads(longer.stdout)] == [LONG]
+    future = run("list", "--json", "--updated-since", "2999-01-01", url=db_url)
+    assert json.loads(future.stdout) == []
+    bad = run("list", "--updated-since", "yesterday", url=db_url)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "ISO 8601" in bad.stderr
+
+
+def test_view_and_events_tables_never_cut_an_id(db_url: str) -> None:
+    _store(db_url)
+    with EventStore(db_url) as store:
+        ids = store.view(LONG).event_ids
+    shown = run("view", LONG, url=db_url)  # not a terminal: 80 columns
+    assert shown.returncode == 0, shown.stderr
+    for event_id in ids:
+        assert event_id in shown.stdout
+    assert "CondensationSummaryEvent" in shown.stdout
+    logged = run("events", LONG, url=db_url)
+    with EventStore(db_url) as store:
+        for event in store.events(LONG):
+            assert event.event_id in logged.stdout
+
+
+def test_view_json_payloads(db_url: str) -> None:
+    _store(db_url)
+    plain = json.loads(run("view", LONG, "--json", url=db_url).stdout)
+    full = run("view", LONG, "--json", "--payloads", url=db_url)
+    assert full.returncode == 0, full.stderr
+    document = json.loads(full.stdout)
+    assert {k: v for k, v in document.items() if k != "payloads"} == plain
+    with EventStore(db_url) as store:
+        expected = [json.loads(text) for text in store.view(LONG).payloads]
+    assert document["payloads"] == expected
+    assert [p["id"] for p in document["payloads"]] == plain["event_ids"]
+    alone = run("view", LONG, "--payloads", url=db_url)
+    assert alone.returncode == 2 and "--payloads goes with --json" in alone.stderr
+
+
+def test_stats_text_lists_the_events_per_kind(db_url: str) -> None:
+    _store(db_url)
+    text = run("stats", url=db_url)
+    numbers = json.loads(run("stats", "--json", url=db_url).stdout)
+    assert text.returncode == 0, text.stderr
+    assert "events by kind:" in text.stdout
+    for kind, count in numbers["events_by_kind"].items():
+        assert any(line.split() == [kind, str(count)] for line in text.stdout.splitlines()), kind
+
+
+def test_export_jsonl_json_prints_the_summary(db_url: str, tmp_path: Path) -> None:
+    _store(db_url)
+    out = tmp_path / "c.jsonl"
+    done = run("export", LONG, str(out), "--jsonl", "--json", url=db_url)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert json.loads(done.stdout) == {"conversation_id": LONG, "events": 16, "path": str(out)}
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 16
+
+
+def test_feed_prints_the_change_feed_and_goes_on_from_a_cursor(sqlite_url: str) -> None:
+    _store(sqlite_url)
+    done = run("feed", url=sqlite_url)
+    assert (done.returncode, done.stderr) == (0, "")
+    lines = done.stdout.splitlines()
+    assert len(lines) == 17
+    cursor, conversation, seq, kind, event_id = lines[0].split("\t")
+    assert (cursor, conversation, seq, kind) == ("0.1", LONG, "1", "SystemPromptEvent")
+    with EventStore(sqlite_url) as store:
+        assert event_id == store.events(LONG)[0].event_id
+    last = json.loads(
+        run("feed", "--json", "--limit", "16", url=sqlite_url).stdout.splitlines()[-1]
+    )
+    assert (last["conversation_id"], last["seq"]) == (LONG, 16)
+    rest = run("feed", "--json", "--after", last["cursor"], url=sqlite_url)
+    assert [json.loads(line)["event_id"] for line in rest.stdout.splitlines()] == ["m1"]
+    bad = run("feed", "--after", "not-a-cursor", url=sqlite_url)
+    assert "malformed feed cursor" in error_line(bad)
+
+
+def test_feed_follow_prints_events_as_they_commit(sqlite_url: str) -> None:
+    _store(sqlite_url)
+    start = json.loads(run("feed", "--json", url=sqlite_url).stdout.splitlines()[-1])["cursor"]
+    follower = subprocess.Popen(
+        [str(SCRIPT), "--url", sqlite_url, "feed", "--follow", "--json", "--after", start,
+         "--interval", "0.1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+    )  # fmt: skip
+    try:
+        time.sleep(1.0)  # it is polling an unchanged feed now
+        with EventStore(sqlite_url) as store:
+            store.append("later", [{"kind": "MessageEvent", "id": "x1"}])
+            store.append("later", [{"kind": "MessageEvent", "id": "x2"}])
+        assert follower.stdout is not None
+        lines: queue.Queue[str] = queue.Queue()
+        stream = follower.stdout
+
+        def read() -> None:  # in a thread, so a silent follower fails the test, not hangs it
+            for line in stream:
+                lines.put(line)
+
+        threading.Thread(target=read, daemon=True).start()
+        got = [json.loads(lines.get(timeout=60)) for _ in range(2)]
+        assert [(e["conversation_id"], e["event_id"]) for e in got] == [
+            ("later", "x1"),
+            ("later", "x2"),
+        ]
+        assert follower.poll() is None  # still following
+    finally:
+        follower.terminate()
+        follower.wait(timeout=30)

@@ -1,0 +1,149 @@
+"""The command line as command-line tools behave: `--version`, a `--help` that imports no
+database library, a closed pipe, helpful `append` errors, read commands that create no file,
+and a demo that keeps out of other applications' databases. Each runs the installed command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+from sqlalchemy import create_engine, text
+
+import viewstore
+from viewstore.cli.app import DEFAULT_URL, LAZY_COMMANDS, SHORT_HELP, cli
+from viewstore.store import engine
+
+from ._process import SCRIPT, clean_env, error_line, run
+
+
+def test_version() -> None:
+    done = run("--version")
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0,
+        f"viewstore, version {viewstore.__version__}\n",
+        "",
+    )
+
+
+def test_help_lists_every_command_without_importing_them() -> None:
+    code = (
+        "import sys; from viewstore.cli import main; sys.argv = ['viewstore', '--help']\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    code = e.code\n"
+        "heavy = ('sqlalchemy', 'rich', 'pydantic', 'alembic', 'viewstore.cli.commands')\n"
+        "print('LOADED', [m for m in heavy if m in sys.modules], code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "LOADED [] 0"
+    for name, (_module, short) in LAZY_COMMANDS.items():
+        assert f"  {name} " in done.stdout and short in done.stdout
+
+
+def test_the_lazy_command_table_matches_the_commands() -> None:
+    ctx = click.Context(cli)
+    for name, (module, short) in LAZY_COMMANDS.items():
+        command = cli.get_command(ctx, name)
+        assert command is not None, name
+        assert command.callback is not None
+        assert command.callback.__module__ == f"viewstore.cli.{module}"
+        assert command.get_short_help_str(limit=SHORT_HELP) == short
+    assert set(cli.commands) == set(LAZY_COMMANDS)  # every command is in the table
+    assert DEFAULT_URL == engine.DEFAULT_URL
+
+
+def test_a_closed_pipe_ends_quietly_with_success(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'pipe.db'}"
+    done = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; '{SCRIPT}' --url '{url}' demo | head -1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=clean_env(),
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.startswith("demo conversation ")
+    many = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; '{SCRIPT}' --url '{url}' feed | head -2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=clean_env(),
+    )
+    assert (many.returncode, many.stderr, len(many.stdout.splitlines())) == (0, "", 2)
+
+
+def _init(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    assert run("init", url=url).returncode == 0
+    return url
+
+
+def test_append_of_pretty_printed_json_says_one_object_per_line(tmp_path: Path) -> None:
+    url = _init(tmp_path)
+    pretty = tmp_path / "event.json"
+    pretty.write_text(json.dumps({"kind": "MessageEvent", "id": "m1"}, indent=2))
+    line = error_line(run("append", "c", str(pretty), url=url))
+    assert "one event object per line (JSONL)" in line and "jq -c ." in line
+    array = tmp_path / "events.json"
+    array.write_text(json.dumps([{"kind": "MessageEvent", "id": "m1"}], indent=1))
+    line = error_line(run("append", "c", str(array), url=url))
+    assert "a JSON array" in line and "jq -c '.[]'" in line
+    assert "not found" in error_line(run("view", "c", url=url))  # nothing was appended
+
+
+def test_append_batch_errors_name_the_line_and_the_event_id(tmp_path: Path) -> None:
+    url = _init(tmp_path)
+    lines = [
+        "",
+        json.dumps({"kind": "MessageEvent", "id": "m1"}),
+        json.dumps({"kind": "MessageEvent", "id": "m2"}),
+        json.dumps({"kind": "MessageEvent", "id": "m1", "extra": 1}),
+    ]
+    done = run("append", "c", "-", url=url, input="\n".join(lines) + "\n")
+    line = error_line(done)
+    assert line.startswith("error: <stdin>: line 4 (event id 'm1'): "), line
+    stored = run("append", "c", "-", url=url, input=lines[1] + "\n")
+    assert stored.returncode == 0
+    changed = json.dumps({"kind": "MessageEvent", "id": "m1", "text": "other"})
+    line = error_line(run("append", "c", "-", url=url, input=lines[2] + "\n" + changed + "\n"))
+    assert line.startswith("error: <stdin>: line 2 (event id 'm1'): "), line
+
+
+def test_append_of_an_empty_file_is_an_error(tmp_path: Path) -> None:
+    url = _init(tmp_path)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n\n")
+    line = error_line(run("append", "c", str(empty), url=url))
+    assert "no events" in line
+    assert "not found" in error_line(run("view", "c", url=url))
+
+
+def test_read_commands_create_no_database_file(tmp_path: Path) -> None:
+    for args in (["stats"], ["view", "c"], ["list"], ["feed"], ["verify"], ["events", "c"]):
+        line = error_line(run(*args, url="sqlite:///missing.db", cwd=tmp_path))
+        assert "missing.db: no such database file" in line, args
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_demo_keeps_out_of_a_database_holding_other_tables(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    other = create_engine(url)
+    with other.begin() as conn:
+        conn.execute(text("CREATE TABLE invoices (id INTEGER PRIMARY KEY)"))
+    other.dispose()
+    line = error_line(run("demo", url=url))
+    assert "holds other tables (invoices)" in line and "viewstore init" in line
+    check = create_engine(url)
+    with check.connect() as conn:
+        tables = conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'table'"))
+        assert [name for (name,) in tables] == ["invoices"]
+    check.dispose()
+    assert run("init", url=url).returncode == 0  # on purpose: then the demo may run
+    assert run("demo", url=url).returncode == 0

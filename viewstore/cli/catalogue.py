@@ -1,0 +1,151 @@
+"""``list`` (the conversation catalogue) and ``feed`` (the change feed, optionally followed)."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+
+import click
+from rich.table import Table
+
+from viewstore.cli.app import Context, cli, json_option, pass_state
+from viewstore.cli.render import print_table
+from viewstore.store.catalogue import MAX_LIMIT, Order
+from viewstore.store.feed import MAX_FEED_LIMIT, FeedEntry
+
+_ORDERS: dict[str, Order] = {
+    "id": "id",
+    "created": "created_at",
+    "updated": "updated_at",
+    "version": "version",
+    "view-length": "view_length",
+}
+_FEED_PAGE = 1000
+
+
+def _moment(text: str) -> datetime:
+    """An ISO 8601 date or time; without an offset it is taken as UTC, like the store's."""
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError as error:
+        raise click.BadParameter(f"not an ISO 8601 date or time: {text!r}") from error
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+@cli.command("list")
+@click.option(
+    "--order",
+    type=click.Choice(list(_ORDERS)),
+    default="id",
+    show_default=True,
+    help="Sort key (ties in id order).",
+)
+@click.option("--desc", is_flag=True, help="Reverse the order.")
+@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=None, help="At most N.")
+@click.option("--offset", type=click.IntRange(min=0), default=0, help="Skip the first N.")
+@click.option(
+    "--updated-since",
+    default=None,
+    metavar="WHEN",
+    help="Only conversations appended to at or after WHEN (ISO 8601; UTC if no offset).",
+)
+@click.option(
+    "--min-view-length",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Only conversations whose live view holds at least N events.",
+)
+@json_option
+@pass_state
+def list_(  # noqa: PLR0917 (click passes the options positionally by name)
+    state: Context,
+    order: str,
+    desc: bool,
+    limit: int | None,
+    offset: int,
+    updated_since: str | None,
+    min_view_length: int | None,
+    as_json: bool,
+) -> None:
+    """The conversations: id, times, version, view length, request flag, last event kind."""
+    since = None if updated_since is None else _moment(updated_since)
+    records = state.store.conversations(
+        order_by=_ORDERS[order],
+        descending=desc,
+        limit=limit,
+        offset=offset,
+        updated_since=since,
+        min_view_length=min_view_length,
+    )
+    if as_json:
+        state.print_json([record.to_dict() for record in records])
+        return
+    table = Table(title=f"{len(records)} conversation(s)", title_justify="left")
+    for name in ("id", "created", "updated", "version", "view", "request", "last event"):
+        right = name in ("version", "view")
+        table.add_column(name, no_wrap=True, justify="right" if right else "left")
+    for r in records:
+        table.add_row(
+            r.id,
+            r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            r.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
+            str(r.version),
+            str(r.view_length),
+            "yes" if r.unhandled_condensation_request else "no",
+            r.last_event_kind or "",
+        )
+    print_table(state.out, table)
+
+
+def _print_entry(entry: FeedEntry, as_json: bool) -> None:
+    if as_json:
+        fields = ("cursor", "conversation_id", "seq", "event_id", "kind")
+        click.echo(json.dumps({name: getattr(entry, name) for name in fields}))
+    else:
+        click.echo(
+            f"{entry.cursor}\t{entry.conversation_id}\t{entry.seq}\t{entry.kind}\t{entry.event_id}"
+        )
+
+
+@cli.command()
+@click.option("--after", default=None, metavar="CURSOR", help="Start after this cursor.")
+@click.option("--limit", type=click.IntRange(1, MAX_FEED_LIMIT), default=None, help="Stop after N.")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing events as they commit.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.05),
+    default=1.0,
+    show_default=True,
+    help="With --follow: seconds between polls when nothing is new.",
+)
+@json_option
+@pass_state
+def feed(  # noqa: PLR0917 (click passes the options positionally by name)
+    state: Context,
+    after: str | None,
+    limit: int | None,
+    follow: bool,
+    interval: float,
+    as_json: bool,
+) -> None:
+    """The change feed: every conversation's events in commit order, one per line
+    (cursor, conversation, seq, kind, event id; --json: one JSON object per line).
+    Pass the last cursor as --after to go on where it stopped."""
+    printed = 0
+    cursor = after
+    while limit is None or printed < limit:
+        page = _FEED_PAGE if limit is None else min(_FEED_PAGE, limit - printed)
+        entries = state.store.feed(after=cursor, limit=page)
+        for entry in entries:
+            _print_entry(entry, as_json)
+        printed += len(entries)
+        if entries:
+            cursor = entries[-1].cursor
+            continue
+        if not follow:
+            return
+        try:
+            time.sleep(interval)
+        except KeyboardInterrupt:
+            return

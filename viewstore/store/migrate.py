@@ -1,0 +1,137 @@
+"""Running the Alembic migrations in a database that other applications may share.
+
+viewstore records its revision in its own table, ``viewstore_alembic_version``, never in
+Alembic's default ``alembic_version``: an application managed by its own Alembic keeps its
+revision there, and two histories in one table make both tools fail ("Can't locate revision").
+On PostgreSQL the store may also live in its own schema (see ``viewstore.store.engine``).
+
+Stores created before the own table existed kept viewstore's revision in ``alembic_version``.
+``upgrade`` moves it over first, in the same transaction as the migration, and only when it is
+certainly viewstore's: the revision is one of ours *and* viewstore's tables are there (revision
+ids such as ``0002`` are common, so the id alone proves nothing). Any other row of that table,
+a foreign application's, is left as it was.
+
+Alembic is imported only here and only when the schema is touched: it is a fifth of every CLI
+call's start-up otherwise, and appends and reads never need it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sqlalchemy import Connection, Engine, inspect, text
+
+from viewstore.store import revisions
+from viewstore.store.engine import WRITE
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+VERSION_TABLE = "viewstore_alembic_version"
+LEGACY_VERSION_TABLE = "alembic_version"
+#: Tables (and one column) that only a viewstore schema has all of.
+_OWN_TABLES = frozenset({"conversations", "events", "view_entries", "manipulation_indices"})
+
+log = logging.getLogger("viewstore.migrations")
+
+
+def _migrations_dir() -> str:
+    # Shipped as viewstore._migrations (see pyproject); imported by name because the package
+    # is mapped from the top-level migrations/ folder, which type checkers do not follow.
+    module = importlib.import_module("viewstore._migrations")
+    return str(Path(module.__file__ or "").parent)
+
+
+def alembic_config(connection: Connection | None = None, schema: str | None = None) -> Config:
+    """The Alembic configuration of viewstore's migrations; ``connection`` (optional) is the
+    one they run on, ``schema`` the PostgreSQL schema of the store (read by migrations/env.py)."""
+    from alembic.config import Config  # noqa: PLC0415 - see the module docstring
+
+    config = Config()
+    config.set_main_option("script_location", _migrations_dir())
+    if connection is not None:
+        config.attributes["connection"] = connection
+    config.attributes["schema"] = schema
+    return config
+
+
+def upgrade(engine: Engine, schema: str | None, revision: str = "head") -> None:
+    """Create the schema if needed, adopt a legacy version row, and migrate to ``revision``,
+    in one transaction (PostgreSQL's DDL is transactional)."""
+    from alembic import command  # noqa: PLC0415 - see the module docstring
+
+    # Processes that migrate one database at once take turns under the migration lock; the
+    # check of the revision it starts from runs under it too, so one migrates and the others
+    # then find the schema at head.
+    with engine.execution_options(**WRITE).connect() as conn:
+        revisions.migration_lock(conn)
+        if schema is not None:
+            conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {schema}"))
+        adopt_legacy_version(conn, schema)
+        before = _current(conn, schema)
+        revisions.check_known(before, alembic_config())
+        command.upgrade(alembic_config(conn, schema), revision)
+        after = _current(conn, schema)
+        conn.commit()
+    if before != after:
+        log.info("migrated the viewstore schema from %s to %s", before or "empty", after)
+
+
+def current_revision(engine: Engine, schema: str | None) -> str | None:
+    """The revision the store is at (``None``: no viewstore schema yet)."""
+    with engine.connect() as conn:
+        return _current(conn, schema)
+
+
+def _current(conn: Connection, schema: str | None) -> str | None:
+    from alembic.runtime.migration import MigrationContext  # noqa: PLC0415
+    from alembic.util import CommandError  # noqa: PLC0415
+
+    opts = {"version_table": VERSION_TABLE, "version_table_schema": schema}
+    try:
+        return MigrationContext.configure(conn, opts=opts).get_current_revision()
+    except CommandError as error:  # e.g. two heads in the version table
+        raise revisions.unreadable(error) from error
+
+
+def _our_revisions() -> set[str]:
+    from alembic.script import ScriptDirectory  # noqa: PLC0415
+
+    script = ScriptDirectory.from_config(alembic_config())
+    return {r.revision for r in script.walk_revisions()}
+
+
+def adopt_legacy_version(conn: Connection, schema: str | None) -> bool:
+    """Move viewstore's revision from ``alembic_version`` to its own table; True if moved."""
+    inspector = inspect(conn)
+    tables = set(inspector.get_table_names(schema=schema))
+    if VERSION_TABLE in tables or LEGACY_VERSION_TABLE not in tables:
+        return False
+    if not tables >= _OWN_TABLES:
+        return False
+    columns = {c["name"] for c in inspector.get_columns("conversations", schema=schema)}
+    if "last_hash" not in columns:
+        return False
+    prefix = f"{schema}." if schema else ""
+    legacy = f"{prefix}{LEGACY_VERSION_TABLE}"
+    stored = [row[0] for row in conn.execute(text(f"SELECT version_num FROM {legacy}"))]
+    ours = [revision for revision in stored if revision in _our_revisions()]
+    if not ours:
+        return False
+    # The shape Alembic itself gives a version table.
+    conn.execute(
+        text(
+            f"CREATE TABLE {prefix}{VERSION_TABLE} (version_num VARCHAR(32) NOT NULL, "
+            f"CONSTRAINT {VERSION_TABLE}_pkc PRIMARY KEY (version_num))"
+        )
+    )
+    for revision in ours:
+        conn.execute(text(f"INSERT INTO {prefix}{VERSION_TABLE} VALUES (:r)"), {"r": revision})
+        conn.execute(text(f"DELETE FROM {legacy} WHERE version_num = :r"), {"r": revision})
+    if len(ours) == len(stored):  # the table was viewstore's alone: it goes
+        conn.execute(text(f"DROP TABLE {legacy}"))
+    log.info("moved viewstore's revision %s from %s to %s", ", ".join(ours), legacy, VERSION_TABLE)
+    return True
