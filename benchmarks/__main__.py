@@ -4,15 +4,9 @@
 
 The PostgreSQL server URL defaults to ``VIEWSTORE_TEST_POSTGRES_URL``; a fresh database is
 created on it for the run and dropped afterwards. SQLite runs on a temporary file. Results are
-<<<<<<< HEAD
-printed and written to ``benchmarks/results/`` (view.json, store-sqlite.json,
+printed and written to ``benchmarks/results/`` (cli.json, view.json, store-sqlite.json,
 store-postgresql.json, web-sqlite.json, web-postgresql.json). ``--quick`` shrinks every size,
 for a smoke test of the suite itself: its figures mean nothing.
-=======
-printed and written to ``benchmarks/results/`` (cli.json, view.json, store-sqlite.json,
-store-postgresql.json). ``--quick`` shrinks every size, for a smoke test of the suite itself: its
-figures mean nothing.
->>>>>>> main
 """
 
 from __future__ import annotations
@@ -29,11 +23,7 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-<<<<<<< HEAD
-from benchmarks import bench_store, bench_view, bench_web
-=======
-from benchmarks import bench_cli, bench_store, bench_view
->>>>>>> main
+from benchmarks import bench_cli, bench_store, bench_view, bench_web
 
 QUICK_VIEW = ["--events", "600", "--repeat", "3", "--block", "50"]
 QUICK_STORE = ["--large", "600", "--blocks", "2", "--block", "5", "--repeat", "2"]

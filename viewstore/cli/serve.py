@@ -28,7 +28,7 @@ from viewstore.cli.app import Context, UserError, cli, pass_state
 )
 @pass_state
 def serve(state: Context, serve_url: str | None, host: str, port: int) -> None:
-    """Serve a read-only web viewer of the store's conversations, views and condensations."""
+    """Serve a read-only web viewer of the conversations."""
     try:
         import uvicorn  # noqa: PLC0415 - optional extra, see the module docstring
 

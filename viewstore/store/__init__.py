@@ -14,11 +14,8 @@ from viewstore.store.records import (
 
 __all__ = [
     "AppendResult",
-<<<<<<< HEAD
     "CondensationRecord",
-=======
     "ConversationInfo",
->>>>>>> main
     "ConversationReport",
     "ConversationSummary",
     "EventStore",

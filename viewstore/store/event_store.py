@@ -24,11 +24,7 @@ from viewstore.errors import (
 )
 from viewstore.events import Event, Role, parse_event
 from viewstore.projector import Projection, ProjectionState, needs_view, project
-<<<<<<< HEAD
-from viewstore.store import audit, fast_path, overview, reads, revisions, rows
-from viewstore.store.engine import WRITE, check_supported, create_engine_for, default_url
-=======
-from viewstore.store import audit, fast_path, migrate, reads, rows, slow
+from viewstore.store import audit, fast_path, migrate, overview, reads, rows, slow
 from viewstore.store.catalogue import ConversationInfo, Order, check_options, read_catalogue
 from viewstore.store.engine import (
     WRITE,
@@ -38,7 +34,6 @@ from viewstore.store.engine import (
     create_engine_for,
     default_url,
 )
->>>>>>> main
 from viewstore.store.feed import FeedEntry, check_limit, decode_cursor, read_feed
 from viewstore.store.inputs import (
     DEFAULT_MAX_EVENT_BYTES,
