@@ -5,9 +5,9 @@
 The PostgreSQL server URL defaults to ``VIEWSTORE_TEST_POSTGRES_URL``; a fresh database is
 created on it for the run and dropped afterwards. SQLite runs on a temporary file. Results are
 printed and written to ``benchmarks/results/`` (cli.json, view.json, store-sqlite.json,
-store-postgresql.json, and openhands-sqlite.json / openhands-postgresql.json where the
-OpenHands SDK is installed). ``--quick`` shrinks every size, for a smoke test of the suite itself:
-its figures mean nothing.
+store-postgresql.json, web-sqlite.json, web-postgresql.json, and openhands-sqlite.json /
+openhands-postgresql.json where the OpenHands SDK is installed). ``--quick`` shrinks every size,
+for a smoke test of the suite itself: its figures mean nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from benchmarks import bench_cli, bench_store, bench_view
+from benchmarks import bench_cli, bench_store, bench_view, bench_web
 from viewstore.store.roles import role_names
 
 QUICK_VIEW = ["--events", "600", "--repeat", "3", "--block", "50"]
@@ -44,6 +44,7 @@ def _openhands(url: str, results: Path, backend: str, quick: bool) -> None:
     bench_openhands.main(
         ["--url", url, "--output", str(output), *(QUICK_OPENHANDS if quick else [])]
     )
+QUICK_WEB = ["--events", "600", "--repeat", "2"]
 
 
 @contextmanager
@@ -88,6 +89,9 @@ def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
     print("\n== SQLite", flush=True)
     bench_store.main(["--url", f"sqlite:///{scratch / 'bench.db'}", *store_args])
     _openhands(f"sqlite:///{scratch / 'openhands.db'}", results, "sqlite", quick)
+    web_args = ["--results-dir", str(results), *(QUICK_WEB if quick else [])]
+    print("\n== viewer pages, SQLite", flush=True)
+    bench_web.main(["--url", f"sqlite:///{scratch / 'web.db'}", *web_args])
     if not postgres_url:
         print("\n(no PostgreSQL: pass --postgres-url or set VIEWSTORE_TEST_POSTGRES_URL)")
         return 0
@@ -95,6 +99,9 @@ def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
     with scratch_postgres(postgres_url) as url:
         bench_store.main(["--url", url, *store_args, *(QUICK_WRITERS if quick else [])])
         _openhands(url, results, "postgresql", quick)
+    print("\n== viewer pages, PostgreSQL", flush=True)
+    with scratch_postgres(postgres_url) as url:
+        bench_web.main(["--url", url, *web_args])
     return 0
 
 

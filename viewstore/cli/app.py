@@ -157,6 +157,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "init": ("commands", "Create or migrate the database schema to the newest revision."),
     "list": ("catalogue", "The conversations: id, times, version, view length, request..."),
     "rebuild": ("commands", "Rewrite the view and index rows from the event log (one..."),
+    "serve": ("serve", "Serve a read-only web viewer of the conversations."),
     "stats": ("commands", "Counts: conversations, events, view sizes, condensations."),
     "verify": ("commands", "Check the hash chain, every column derived from the log, and..."),
     "view": ("commands", "Show a conversation's view: what the LLM is sent, and where a..."),

@@ -4,7 +4,9 @@ from viewstore.store.catalogue import ConversationInfo
 from viewstore.store.event_store import EventStore
 from viewstore.store.records import (
     AppendResult,
+    CondensationRecord,
     ConversationReport,
+    ConversationSummary,
     StoredEvent,
     StoredView,
     VerifyReport,
@@ -12,8 +14,10 @@ from viewstore.store.records import (
 
 __all__ = [
     "AppendResult",
+    "CondensationRecord",
     "ConversationInfo",
     "ConversationReport",
+    "ConversationSummary",
     "EventStore",
     "StoredEvent",
     "StoredView",

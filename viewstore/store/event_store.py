@@ -32,6 +32,7 @@ from viewstore.store import (
     fast_path,
     locks,
     migrate,
+    overview,
     reads,
     resume_check,
     rows,
@@ -56,7 +57,14 @@ from viewstore.store.inputs import (
     new_conversation_key,
     parse_batch,
 )
-from viewstore.store.records import AppendResult, StoredEvent, StoredView, VerifyReport
+from viewstore.store.records import (
+    AppendResult,
+    CondensationRecord,
+    ConversationSummary,
+    StoredEvent,
+    StoredView,
+    VerifyReport,
+)
 from viewstore.store.translate import translated
 from viewstore.view import View
 
@@ -433,6 +441,66 @@ class EventStore:
         catalogue)."""
         with self._read() as conn:
             return reads.conversation_ids(conn)
+
+    def summaries(
+        self,
+        *,
+        search: str = "",
+        sort: str = "updated",
+        descending: bool = True,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> tuple[int, list[ConversationSummary]]:
+        """A page of conversations whose id contains ``search``, sorted by ``sort`` (one of
+        ``overview.SORTS``), and how many match in all."""
+        problems = overview.check_page(sort, offset, limit)
+        if problems:
+            raise InvalidArgumentError("; ".join(problems))
+        with self._read() as conn:
+            return overview.summaries(
+                conn,
+                search=str(search),
+                sort=sort,
+                descending=bool(descending),
+                offset=offset,
+                limit=limit,
+            )
+
+    def condensations(
+        self, conversation_id: str | uuid.UUID, *, upto: int | None = None
+    ) -> list[CondensationRecord]:
+        """The conversation's condensations in seq order (those at or before ``upto``)."""
+        key = conversation_key(conversation_id)
+        with self._read() as conn:
+            if upto is not None:
+                self._check_seq(conn, key, upto)
+            return overview.condensation_records(conn, key, upto=upto)
+
+    def condensation(self, conversation_id: str | uuid.UUID, seq: int) -> CondensationRecord | None:
+        """The condensation at ``seq``, or None if the event there is not one."""
+        key = conversation_key(conversation_id)
+        with self._read() as conn:
+            self._check_seq(conn, key, seq)
+            found = overview.condensation_records(conn, key, upto=None, seq=seq)
+        return found[0] if found else None
+
+    def forgotten_by(
+        self, conversation_id: str | uuid.UUID, event_ids: Iterable[str], *, upto: int | None = None
+    ) -> dict[str, int]:
+        """Which of ``event_ids`` a condensation forgot (at or before ``upto``), each with the
+        seq of the first condensation that did."""
+        key = conversation_key(conversation_id)
+        ids = [str(event_id) for event_id in event_ids]
+        with self._read() as conn:
+            if upto is not None:
+                self._check_seq(conn, key, upto)
+            return overview.forgotten_by(conn, key, ids, upto=upto) if ids else {}
+
+    def event(self, conversation_id: str | uuid.UUID, event_id: str) -> StoredEvent | None:
+        """The stored event with this id, or None if the conversation has none."""
+        key = conversation_key(conversation_id)
+        with self._read() as conn:
+            return overview.event_by_id(conn, key, str(event_id))
 
     def _log(self, key: str, as_of: int | None = None) -> tuple[int, list[Event]]:
         if as_of is not None:

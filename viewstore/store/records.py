@@ -119,3 +119,27 @@ class VerifyReport:
         ok = sum(report.ok for report in self.conversations)
         lines.append(f"{ok}/{len(self.conversations)} conversations verified")
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class ConversationSummary:
+    """One conversation as a list shows it: the columns the store keeps up to date."""
+
+    conversation_id: str
+    created_at: datetime
+    updated_at: datetime
+    version: int
+    view_length: int
+    unhandled_condensation_request: bool
+
+
+@dataclass(frozen=True)
+class CondensationRecord:
+    """A stored condensation: its seq and id, summary, where the summary went, and each id it
+    forgot with whether that event was in the view when it was forgotten."""
+
+    seq: int
+    event_id: str
+    summary: str | None
+    summary_offset: int | None
+    forgotten: tuple[tuple[str, bool], ...]

@@ -1,0 +1,241 @@
+"""The HTML pages over a real store on SQLite and PostgreSQL (Starlette's TestClient)."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+from starlette.testclient import TestClient
+
+from viewstore import EventStore
+from viewstore.web import create_app
+
+from ._data import INJECTION, Browsed
+
+
+def _view_ids(page: str) -> list[str]:
+    """The event ids of the view column, in order."""
+    view = page.split('id="view"', 1)[1].split("</ol>", 1)[0]
+    return re.findall(r'<li class="ev [^"]*" data-id="([^"]+)"', view)
+
+
+def _cuts(page: str) -> list[int]:
+    view = page.split('id="view"', 1)[1].split("</ol>", 1)[0]
+    return [int(p) for p in re.findall(r'<li class="cut" data-pos="(\d+)"', view)]
+
+
+def _log_rows(page: str) -> dict[str, str]:
+    """event id -> the log row's text (its state words)."""
+    rows = re.findall(
+        r'<li class="le ([^"]*)" data-seq="\d+" data-id="([^"]+)">(.*?)</li>', page, re.S
+    )
+    return {eid: cls + " " + re.sub(r"<[^>]+>", " ", body) for cls, eid, body in rows}
+
+
+def test_list_searches_sorts_and_pages(client: TestClient, browsed: Browsed) -> None:
+    page = client.get("/").text
+    for cid in (browsed.demo, browsed.ranges, browsed.script):
+        assert f'href="/c/{cid}"' in page
+    found = client.get("/", params={"q": "two"}).text
+    assert browsed.ranges in found and browsed.demo not in found
+    ordered = client.get("/", params={"sort": "events", "order": "desc"}).text
+    assert (
+        ordered.index(browsed.demo) < ordered.index(browsed.ranges) < ordered.index(browsed.script)
+    )
+    ascending = client.get("/", params={"sort": "id", "order": "asc"}).text
+    assert ascending.index(browsed.demo) < ascending.index(browsed.script)
+
+
+def test_list_pages_past_fifty(db_url: str, browsed: Browsed) -> None:
+    with EventStore(db_url) as store:
+        for i in range(52):
+            store.append(
+                f"bulk-{i:03d}",
+                [
+                    {
+                        "kind": "MessageEvent",
+                        "id": f"m{i}",
+                        "source": "user",
+                        "llm_message": {"role": "user", "content": []},
+                    }
+                ],
+            )
+    with TestClient(create_app(db_url)) as client:
+        first = client.get("/", params={"sort": "id", "order": "asc"}).text
+        assert "1-50 of 55" in first and 'rel="next"' in first
+        second = client.get("/", params={"sort": "id", "order": "asc", "offset": 50}).text
+        assert "51-55 of 55" in second and "two-ranges" in second and "bulk-000" not in second
+
+
+def test_conversation_now_and_at_an_earlier_seq(
+    client: TestClient, browsed: Browsed, db_url: str
+) -> None:
+    with EventStore(db_url) as store:
+        now, before = store.view(browsed.ranges), store.view(browsed.ranges, as_of=9)
+    page = client.get(f"/c/{browsed.ranges}").text
+    assert _view_ids(page) == now.event_ids
+    assert _cuts(page) == now.manipulation_indices
+    assert "two tool calls, both ok" in page  # the summary is rendered
+    earlier = client.get(f"/c/{browsed.ranges}", params={"seq": 9}).text
+    assert _view_ids(earlier) == before.event_ids == ["S", "U", "a0", "o0", "m1", "a1", "o1", "m2"]
+    assert _cuts(earlier) == before.manipulation_indices
+    assert 'id="flag" class="flag">' in earlier  # the request at 9 is not yet handled
+    assert 'id="flag" class="flag" hidden>' in page
+    assert 'href="/c/two-ranges?seq=8"' in earlier and 'href="/c/two-ranges?seq=10"' in earlier
+
+
+def test_log_greys_what_is_out_of_the_view_and_names_the_condensation(
+    client: TestClient, browsed: Browsed
+) -> None:
+    rows = _log_rows(client.get(f"/c/{browsed.ranges}").text)
+    for eid in ("a0", "o0", "a1", "o1"):
+        assert rows[eid].startswith("forgotten")
+        assert "forgotten by condensation 10" in rows[eid]
+    assert rows["m1"].startswith("in_view") and rows["req"].startswith("not_in_view")
+    assert "what it changed" in rows["c1"]
+    at_9 = _log_rows(client.get(f"/c/{browsed.ranges}", params={"seq": 9}).text)
+    assert at_9["a0"].startswith("in_view") and at_9["c1"].startswith("later")
+
+
+def test_log_is_paged(client: TestClient, browsed: Browsed) -> None:
+    page = client.get(f"/api/c/{browsed.ranges}/log", params={"after": 4, "limit": 3}).json()
+    assert [e["seq"] for e in page["events"]] == [5, 6, 7]
+    html_page = client.get(f"/c/{browsed.ranges}", params={"seq": 11, "log": 8}).text
+    assert set(_log_rows(html_page)) == {"req", "c1", "m3"}
+    assert "← earlier" in html_page
+
+
+def test_view_renders_messages_tool_calls_observations_errors(
+    client: TestClient, browsed: Browsed
+) -> None:
+    page = html.unescape(client.get(f"/c/{browsed.demo}").text)
+    assert "You are OpenHands agent" in page  # system prompt
+    assert "The CI build is red" in page  # user message
+    assert "call terminal" in page and '"command": "python -m pytest -q"' in page  # arguments
+    assert "42 passed in 3.10s" in page  # observation
+    assert "Tool execution timed out after 120s." in page  # agent error
+    assert "Ran the tests: test_config.py::test_load fails" in page  # the summary
+
+
+def test_condensation_page_groups_forgotten_into_view_ranges(
+    client: TestClient, browsed: Browsed
+) -> None:
+    page = client.get(f"/c/{browsed.ranges}/condensation/10").text
+    forgotten = page.split('id="forgotten"', 1)[1].split("</ul>", 1)[0]
+    items = re.findall(r"<li>(.*?)</li>", forgotten, re.S)
+    texts = [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", item)).strip() for item in items]
+    assert texts == [
+        "positions 2-3 of the view before (2) : a0 , o0",
+        "positions 5-6 of the view before (2) : a1 , o1",
+    ]
+    assert "two tool calls, both ok" in page
+    assert '<strong id="summary-position">2</strong>' in page
+    diff = re.findall(r'<li class="(same|removed|added)" data-id="([^"]+)"', page)
+    assert [d for d in diff if d[0] != "same"] == [
+        ("removed", "a0"),
+        ("removed", "o0"),
+        ("added", "c1-summary"),
+        ("removed", "a1"),
+        ("removed", "o1"),
+    ]
+    demo = client.get(f"/c/{browsed.demo}/condensation/{browsed.demo_condensation}").text
+    for eid in browsed.demo_forgotten:
+        assert eid in demo
+
+
+def test_audit_page_shows_verify_and_live_vs_resume(client: TestClient, browsed: Browsed) -> None:
+    page = client.get(f"/c/{browsed.demo}/audit").text
+    assert "OK: hash chain and view rows match a replay" in page
+    data = client.get(f"/api/c/{browsed.demo}/audit").json()
+    assert data["verify"]["ok"] is True
+    assert data["live"]["length"] > 0
+    assert {row["op"] for row in data["diff"]} <= {"same", "folded", "removed", "added"}
+
+
+def test_event_page(client: TestClient, browsed: Browsed) -> None:
+    forgotten = browsed.demo_forgotten[0]
+    page = client.get(f"/c/{browsed.demo}/e/{forgotten}").text
+    assert f"forgotten by condensation {browsed.demo_condensation}" in page
+    assert "not in the live view" in page
+    assert client.get(f"/c/{browsed.ranges}/e/m3").status_code == 200
+
+
+def test_event_text_is_escaped(client: TestClient, browsed: Browsed) -> None:
+    for path in (f"/c/{browsed.script}", f"/c/{browsed.script}/e/U", "/?q=%3Cscript%3E"):
+        page = client.get(path).text
+        assert "<script>window" not in page and "<img src=x" not in page
+    page = client.get(f"/c/{browsed.script}").text
+    assert html.escape(INJECTION, quote=False) in page.replace("&#34;", '"')
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "words"),
+    [
+        ("/c/missing", 404, "missing"),
+        ("/c/two-ranges?seq=12", 404, "out of range"),
+        ("/c/two-ranges?seq=-1", 400, "non-negative integer"),
+        ("/c/two-ranges?seq=abc", 400, "non-negative integer"),
+        ("/c/two-ranges?log=99", 404, "out of range"),
+        ("/c/two-ranges/condensation/3", 404, "no condensation at seq 3"),
+        ("/c/two-ranges/condensation/x", 400, "non-negative integer"),
+        ("/c/two-ranges/condensation/99999999999999999999", 400, "non-negative integer"),
+        ("/c/two-ranges/e/nope", 404, "no event"),
+        ("/c/%01bad", 400, "control character"),
+        ("/c/two-ranges?seq=%00", 400, "non-negative integer"),
+        ("/?sort=nope", 400, "sort must be one of"),
+        ("/?q=%00", 400, "without NUL"),
+        ("/?offset=x", 400, "offset"),
+        ("/nowhere", 404, "Not Found"),
+        ("/api/c/missing/view", 404, "missing"),
+        ("/api/c/two-ranges/diff?from=1", 400, "from and to are required"),
+        ("/api/c/two-ranges/diff?from=1&to=50", 404, "out of range"),
+        ("/api/conversations?limit=0", 400, "limit"),
+    ],
+)
+def test_bad_input_is_a_clear_page_never_a_traceback(
+    client: TestClient, browsed: Browsed, path: str, status: int, words: str
+) -> None:
+    answer = client.get(path)
+    assert answer.status_code == status, answer.text
+    assert words in html.unescape(answer.text)
+    assert "Traceback" not in answer.text
+    if path.startswith("/api/"):
+        assert answer.json()["status"] == status
+
+
+def test_diff_api_has_only_the_changed_rows(client: TestClient, browsed: Browsed) -> None:
+    diff = client.get(f"/api/c/{browsed.ranges}/diff", params={"from": 9, "to": 11}).json()
+    assert sorted(diff["removed"]) == ["a0", "a1", "o0", "o1"]
+    assert [row["event_id"] for row in diff["added"]] == ["c1-summary", "m3"]
+    now = client.get(f"/api/c/{browsed.ranges}/view").json()
+    assert diff["order"] == [e["event_id"] for e in now["events"]]
+    assert diff["manipulation_indices"] == now["manipulation_indices"]
+    back = client.get(f"/api/c/{browsed.ranges}/diff", params={"from": 11, "to": 9}).json()
+    assert sorted(back["removed"]) == ["c1-summary", "m3"]
+    assert [row["event_id"] for row in back["added"]] == ["a0", "o0", "a1", "o1"]
+
+
+def test_static_assets_are_served_locally(client: TestClient) -> None:
+    assert client.get("/static/step.js").status_code == 200
+    css = client.get("/static/style.css")
+    assert css.status_code == 200 and "http" not in css.text
+    assert "http" not in client.get("/").text.split("<body>")[0]  # nothing fetched elsewhere
+
+
+def test_a_long_view_is_paged(db_url: str, browsed: Browsed) -> None:
+    from ..store._helpers import history  # noqa: PLC0415
+
+    with EventStore(db_url) as store:
+        store.append("long", history(300))  # a view of 603 events
+        ids = store.view("long").event_ids
+    with TestClient(create_app(db_url)) as client:
+        page = client.get("/c/long").text
+        assert _view_ids(page) == ids[103:]  # the last 500
+        assert 'data-windowed="1"' in page and "positions 103-602 of 603" in page
+        first = client.get("/c/long", params={"first": 0}).text
+        assert _view_ids(first) == ids[:500]
+        view = client.get("/api/c/long/view", params={"first": 500}).json()
+        assert [e["event_id"] for e in view["events"]] == ids[500:]
+        assert (view["length"], view["first"]) == (603, 500)
+        assert client.get("/c/long", params={"first": 603}).status_code == 404

@@ -1,0 +1,44 @@
+"""``viewstore serve``: the read-only web viewer (the ``web`` extra: starlette, jinja2, uvicorn).
+
+The web stack is imported inside the command, so the rest of the CLI works without it.
+"""
+
+from __future__ import annotations
+
+import click
+
+from viewstore.cli.app import Context, UserError, cli, pass_state
+
+
+@cli.command()
+@click.option(
+    "--url",
+    "serve_url",
+    default=None,
+    metavar="URL",
+    help="Database URL (default: the global --url / VIEWSTORE_URL).",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="Port to listen on.",
+)
+@pass_state
+def serve(state: Context, serve_url: str | None, host: str, port: int) -> None:
+    """Serve a read-only web viewer of the conversations."""
+    try:
+        import uvicorn  # noqa: PLC0415 - optional extra, see the module docstring
+
+        from viewstore.web import create_app  # noqa: PLC0415 - as above
+    except ImportError as error:
+        raise UserError(
+            f"the web viewer needs the 'web' extra: pip install 'viewstore[web]' ({error})"
+        ) from error
+    url = serve_url or state.url
+    app = create_app(url)
+    app.state.store.conversations()  # a bad URL or a missing schema fails here, in one line
+    click.echo(f"viewstore viewer on http://{host}:{port}/ (read-only)", err=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -1,0 +1,108 @@
+"""The ASGI app: routes, templates, static files, and the one place errors become pages.
+
+Every handler is a plain function (Starlette runs it in its thread pool): the store is
+synchronous, and a slow read must not hold up the event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from viewstore.errors import ConversationNotFoundError, InvalidArgumentError, ViewstoreError
+from viewstore.store import EventStore
+from viewstore.web import api, pages
+from viewstore.web.model import NotFound
+from viewstore.web.params import BadRequest
+from viewstore.web.readonly import read_only_store
+
+HERE = Path(__file__).parent
+log = logging.getLogger("viewstore.web")
+
+
+def templates() -> Jinja2Templates:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,  # event text is untrusted
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    return Jinja2Templates(env=env)
+
+
+def create_app(store: EventStore | str) -> Starlette:
+    """The viewer over ``store`` (a URL: opened read-only, and closed with the app)."""
+    owned = isinstance(store, str)
+    reader = read_only_store(store) if isinstance(store, str) else store
+    app = Starlette(
+        routes=[
+            Mount("/api", routes=api.routes()),
+            Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
+            *pages.routes(),
+        ],
+        exception_handlers={
+            HTTPException: _http_error,
+            BadRequest: _error(400),
+            InvalidArgumentError: _error(400),
+            ConversationNotFoundError: _error(404),
+            NotFound: _error(404),
+            ViewstoreError: _error(503),
+            Exception: _error(500),
+        },
+        lifespan=_closing(reader) if owned else None,
+    )
+    app.state.store = reader
+    app.state.templates = templates()
+    return app
+
+
+def _closing(store: EventStore) -> Any:
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            store.engine.dispose()
+
+    return lifespan
+
+
+def _error(status: int) -> Any:
+    def handle(request: Request, exc: Exception) -> Response:
+        if status == 500:
+            log.exception("viewer error on %s", request.url.path, exc_info=exc)
+            message = "the viewer failed on this request; the server log has the details"
+        elif status == 503:
+            message = f"the database could not answer: {exc}"
+        else:
+            message = str(exc)
+        return error_response(request, status, message)
+
+    return handle
+
+
+def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return error_response(request, exc.status_code, str(exc.detail))
+
+
+def error_response(request: Request, status: int, message: str) -> Response:
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"error": message, "status": status}, status_code=status)
+    page: Response = request.app.state.templates.TemplateResponse(
+        request, "error.html", {"status": status, "message": message}, status_code=status
+    )
+    return page

@@ -1,0 +1,131 @@
+"""Data for the list, condensation, audit and event pages (see ``model`` for the view)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from viewstore.store import EventStore
+from viewstore.web.content import parse
+from viewstore.web.model import NotFound, _view, event_row, sequence_diff
+
+PAGE = 50
+
+
+def list_data(
+    store: EventStore,
+    *,
+    search: str,
+    sort: str,
+    descending: bool,
+    offset: int,
+    limit: int = PAGE,
+) -> dict[str, Any]:
+    total, found = store.summaries(
+        search=search, sort=sort, descending=descending, offset=offset, limit=limit
+    )
+    return {
+        "total": total,
+        "search": search,
+        "sort": sort,
+        "order": "desc" if descending else "asc",
+        "offset": offset,
+        "limit": limit,
+        "conversations": [
+            {
+                "conversation_id": s.conversation_id,
+                "created_at": s.created_at.isoformat(),
+                "updated_at": s.updated_at.isoformat(),
+                "events": s.version,
+                "view_length": s.view_length,
+                "unhandled_condensation_request": s.unhandled_condensation_request,
+            }
+            for s in found
+        ],
+    }
+
+
+def condensation_data(store: EventStore, key: str, seq: int) -> dict[str, Any]:
+    """What the condensation at ``seq`` forgot, grouped into runs of the view it cut, its
+    summary and where that went, and the view before and after as a diff."""
+    version = store.version(key)
+    record = store.condensation(key, seq) if 0 < seq <= version else None
+    if record is None:
+        raise NotFound(f"{key} has no condensation at seq {seq}")
+    before = _view(store, key, seq - 1, version)
+    after = _view(store, key, seq, version)
+    position = {event_id: i for i, event_id in enumerate(before.event_ids)}
+    ranges: list[dict[str, Any]] = []
+    elsewhere = []
+    for i in sorted(position[eid] for eid, _ in record.forgotten if eid in position):
+        if ranges and ranges[-1]["end"] == i - 1:
+            ranges[-1]["end"] = i
+            ranges[-1]["event_ids"].append(before.event_ids[i])
+        else:
+            ranges.append({"start": i, "end": i, "event_ids": [before.event_ids[i]]})
+    elsewhere = sorted(eid for eid, _ in record.forgotten if eid not in position)
+    old = set(before.event_ids)
+    inserted = [i for i, eid in enumerate(after.event_ids) if eid not in old]
+    return {
+        "conversation_id": key,
+        "version": version,
+        "seq": seq,
+        "event_id": record.event_id,
+        "summary": record.summary,
+        "summary_offset": record.summary_offset,
+        "summary_position": inserted[0] if inserted else None,
+        "forgotten_ranges": ranges,
+        "forgotten_not_in_view": elsewhere,
+        "forgotten_count": len(record.forgotten),
+        "view_before": len(before.event_ids),
+        "view_after": len(after.event_ids),
+        "diff": sequence_diff(before, after),
+    }
+
+
+def audit_data(store: EventStore, key: str) -> dict[str, Any]:
+    """The live view against the resume view, and verify()'s findings."""
+    live = store.view(key)
+    resume = store.resume_view(key)
+    report = store.verify(key).conversations[0]
+    return {
+        "conversation_id": key,
+        "version": live.version,
+        "same_events": live.event_ids == resume.event_ids,
+        "same_indices": live.manipulation_indices == resume.manipulation_indices,
+        "same_request_flag": (
+            live.unhandled_condensation_request == resume.unhandled_condensation_request
+        ),
+        "live": {
+            "length": len(live.event_ids),
+            "manipulation_indices": live.manipulation_indices,
+            "unhandled_condensation_request": live.unhandled_condensation_request,
+        },
+        "resume": {
+            "length": len(resume.event_ids),
+            "manipulation_indices": resume.manipulation_indices,
+            "unhandled_condensation_request": resume.unhandled_condensation_request,
+        },
+        "diff": sequence_diff(live, resume),
+        "verify": {"ok": report.ok, "problems": report.problems, "notes": report.notes},
+    }
+
+
+def event_data(store: EventStore, key: str, event_id: str) -> dict[str, Any]:
+    event = store.event(key, event_id)
+    if event is None:
+        raise NotFound(f"{key} has no event {event_id!r}")
+    live = store.view(key)
+    forgotten_by = store.forgotten_by(key, [event_id]).get(event_id)
+    row = event_row(0, event.event_id, event.payload_json)
+    del row["position"]
+    return {
+        "conversation_id": key,
+        "seq": event.seq,
+        **row,
+        "recorded_at": event.recorded_at.isoformat(),
+        "hash": event.hash,
+        "in_live_view": event_id in set(live.event_ids),
+        "forgotten_by": forgotten_by,
+        "payload": json.dumps(parse(event.payload_json), indent=2, ensure_ascii=False),
+    }

@@ -1,0 +1,84 @@
+"""The HTML pages: each reads its data from ``model``/``details`` and renders a template."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from viewstore.store import EventStore
+from viewstore.store.overview import SORTS
+from viewstore.web import details, model, params
+
+
+def _store(request: Request) -> EventStore:
+    store: EventStore = request.app.state.store
+    return store
+
+
+def _render(request: Request, name: str, context: dict[str, Any]) -> Response:
+    page: Response = request.app.state.templates.TemplateResponse(request, name, context)
+    return page
+
+
+def conversations(request: Request) -> Response:
+    data = details.list_data(
+        _store(request),
+        search=params.text(request, "q"),
+        sort=params.choice(request, "sort", tuple(SORTS), "updated"),
+        descending=params.choice(request, "order", ("asc", "desc"), "desc") == "desc",
+        offset=params.integer(request, "offset", 0) or 0,
+    )
+    return _render(request, "list.html", {"data": data, "sorts": list(SORTS)})
+
+
+def conversation(request: Request) -> Response:
+    store, key = _store(request), params.conversation(request)
+    seq = params.integer(request, "seq")
+    read, view = model.view_data(store, key, seq, params.integer(request, "first"))
+    log = model.log_data(store, key, view["seq"], params.integer(request, "log"), view=read)
+    context = {
+        "view": view,
+        "log": log,
+        "cuts": set(view["manipulation_indices"]),
+        "windowed": view["length"] > model.VIEW_PAGE,
+        "page": model.VIEW_PAGE,
+    }
+    return _render(request, "conversation.html", context)
+
+
+def log_fragment(request: Request) -> Response:
+    """Just the log panel, for the step control's script."""
+    store, key = _store(request), params.conversation(request)
+    log = model.log_data(store, key, params.integer(request, "seq"), params.integer(request, "log"))
+    return _render(request, "_log.html", {"log": log})
+
+
+def condensation(request: Request) -> Response:
+    store, key = _store(request), params.conversation(request)
+    data = details.condensation_data(store, key, params.path_int(request, "seq"))
+    return _render(request, "condensation.html", {"c": data})
+
+
+def audit(request: Request) -> Response:
+    store, key = _store(request), params.conversation(request)
+    return _render(request, "audit.html", {"a": details.audit_data(store, key)})
+
+
+def event(request: Request) -> Response:
+    store, key = _store(request), params.conversation(request)
+    event_id = model.check_text(str(request.path_params["event_id"]), "event id")
+    return _render(request, "event.html", {"e": details.event_data(store, key, event_id)})
+
+
+def routes() -> list[Route]:
+    return [
+        Route("/", conversations, name="conversations"),
+        Route("/c/{conversation_id}", conversation, name="conversation"),
+        Route("/c/{conversation_id}/log", log_fragment, name="log"),
+        Route("/c/{conversation_id}/audit", audit, name="audit"),
+        Route("/c/{conversation_id}/condensation/{seq}", condensation, name="condensation"),
+        Route("/c/{conversation_id}/e/{event_id:path}", event, name="event"),
+    ]

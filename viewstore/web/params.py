@@ -1,0 +1,55 @@
+"""Reading the URL: path and query parameters checked, bad ones raised as ``BadRequest``."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+
+from viewstore.errors import InvalidArgumentError
+from viewstore.store.inputs import conversation_key
+from viewstore.web.model import check_text
+
+MAX_SEQ = 2**62
+
+
+class BadRequest(ValueError):
+    """A malformed parameter: answered with 400 and this message."""
+
+
+def integer(request: Request, name: str, default: int | None = None) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    return _parse_int(raw, name)
+
+
+def path_int(request: Request, name: str) -> int:
+    return _parse_int(str(request.path_params[name]), name)
+
+
+def _parse_int(raw: str, name: str) -> int:
+    text = raw.strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 19 or int(text) > MAX_SEQ:
+        raise BadRequest(f"{name} must be a non-negative integer, got {raw[:40]!r}")
+    return int(text)
+
+
+def conversation(request: Request) -> str:
+    raw = str(request.path_params["conversation_id"])
+    try:
+        return conversation_key(check_text(raw, "conversation id"))
+    except InvalidArgumentError as error:
+        raise BadRequest(str(error)) from error
+
+
+def text(request: Request, name: str, default: str = "") -> str:
+    try:
+        return check_text(request.query_params.get(name, default), name)
+    except InvalidArgumentError as error:
+        raise BadRequest(str(error)) from error
+
+
+def choice(request: Request, name: str, options: tuple[str, ...], default: str) -> str:
+    value = request.query_params.get(name, default)
+    if value not in options:
+        raise BadRequest(f"{name} must be one of {', '.join(options)}, got {value[:40]!r}")
+    return value
