@@ -163,8 +163,10 @@ def test_a_reader_reads_its_own_database_only(
                 with mine.connect() as conn:
                     rows = conn.execute(text("SELECT conversation_id FROM attention_window"))
                     assert [r.conversation_id for r in rows] == ["mine"]
-                _refused(mine, "SELECT * FROM events")
-                for view in ("attention_window", "condensation_log", "view_history"):
+                with mine.connect() as conn:  # the viewer's tables too (migration 0009)
+                    assert conn.execute(text("SELECT count(*) FROM events")).scalar() == 1
+                _refused(mine, "INSERT INTO conversations (id) VALUES ('x')")
+                for view in ("attention_window", "condensation_log", "view_history", "events"):
                     _refused(theirs, f"SELECT * FROM {view}")
             finally:
                 mine.dispose()

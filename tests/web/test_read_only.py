@@ -15,8 +15,8 @@ from starlette.testclient import TestClient
 
 from viewstore import EventStore
 from viewstore.errors import ViewstoreError
-from viewstore.web import create_app
 from viewstore.store.roles import role_name
+from viewstore.web import create_app
 from viewstore.web.readonly import VIEWER_TABLES
 
 from ..store._helpers import M
