@@ -80,7 +80,7 @@ def test_listing_and_reading_the_log_takes_a_few_queries(store: EventStore) -> N
 def test_sdk_event_objects_and_dashed_ids(store: EventStore) -> None:
     event = message("hi")
     store.append(str(CID), event, expected_version=0)  # dashed: normalised to the hex
-    assert store.conversations() == [CID.hex]
+    assert store.conversation_ids() == [CID.hex]
     (stored,) = store.events(CID.hex)
     assert stored.payload_json == json.dumps(
         json.loads(event.model_dump_json(exclude_none=True)), separators=(",", ":")
