@@ -168,7 +168,7 @@ def _note_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
     if not report.skipped or hasattr(report, "wasxfail"):
         return
     reason = _skip_reason(report)
-    if "postgres" in report.keywords or "postgresql" in reason.lower():
+    if "postgres" in getattr(report, "keywords", {}) or "postgresql" in reason.lower():
         _PG_SKIPS.append(f"{report.nodeid}: {reason}")
 
 
