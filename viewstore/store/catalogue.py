@@ -15,6 +15,7 @@ from typing import Any, Literal
 from sqlalchemy import Connection, and_, select
 
 from viewstore.errors import InvalidArgumentError
+from viewstore.store.reads import aware
 from viewstore.store.schema import conversations, events
 
 Order = Literal["id", "created_at", "updated_at", "version", "view_length"]
@@ -51,11 +52,6 @@ class ConversationInfo:
             "unhandled_condensation_request": self.unhandled_condensation_request,
             "last_event_kind": self.last_event_kind,
         }
-
-
-def _aware(value: datetime) -> datetime:
-    """SQLite keeps no offset: its timestamps were written in UTC, so say so."""
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def check_options(
@@ -125,8 +121,8 @@ def read_catalogue(
     return [
         ConversationInfo(
             id=row.id,
-            created_at=_aware(row.created_at),
-            updated_at=_aware(row.updated_at),
+            created_at=aware(row.created_at),
+            updated_at=aware(row.updated_at),
             version=row.version,
             view_length=row.view_length,
             unhandled_condensation_request=bool(row.unhandled_request),

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, func, select
 
-from viewstore.store.reads import _aware, conversation_row
+from viewstore.store.reads import aware, conversation_row
 from viewstore.store.records import (
     CondensationRecord,
     ConversationSummary,
@@ -46,8 +46,8 @@ def summaries(
     return int(total or 0), [
         ConversationSummary(
             conversation_id=row.id,
-            created_at=_aware(row.created_at),
-            updated_at=_aware(row.updated_at),
+            created_at=aware(row.created_at),
+            updated_at=aware(row.updated_at),
             version=row.version,
             view_length=row.view_length,
             unhandled_condensation_request=bool(row.unhandled_request),
@@ -121,7 +121,7 @@ def _stored_event(conversation_id: str, row: Any) -> StoredEvent:
         event_id=row.event_id,
         kind=row.kind,
         payload_json=row.payload,
-        recorded_at=_aware(row.recorded_at),
+        recorded_at=aware(row.recorded_at),
         hash=row.hash,
     )
 

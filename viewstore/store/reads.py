@@ -142,14 +142,14 @@ def read_events(
             event_id=row.event_id,
             kind=row.kind,
             payload_json=row.payload,
-            recorded_at=_aware(row.recorded_at),
+            recorded_at=aware(row.recorded_at),
             hash=row.hash,
         )
         for row in conn.execute(query)
     ]
 
 
-def _aware(value: datetime) -> datetime:
+def aware(value: datetime) -> datetime:
     """SQLite keeps no offset: its timestamps were written in UTC, so say so."""
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
