@@ -170,3 +170,32 @@ def test_lock_excludes_another_process(store: EventStore, db_url: str) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+@pytest.mark.parametrize("ids", ["sdk", "not-hex"])
+def test_event_log_index_is_what_the_sdks_own_scan_builds(store: Any, ids: str) -> None:
+    """The scan hook fills EventLog's index from the stored ids; the SDK's own scan of the
+    same files (in its in-memory file store) must build the same one. Ids the SDK's file
+    name pattern refuses send the hook back to the SDK's scan."""
+    from openhands.sdk.conversation.event_store import EventLog  # noqa: PLC0415
+    from openhands.sdk.io import InMemoryFileStore  # noqa: PLC0415
+
+    events = [message(f"m{i}") for i in range(5)]
+    if ids == "not-hex":
+        events[3] = events[3].model_copy(update={"id": "not-an-sdk-id"})
+    fs, files = ViewstoreFileStore(store, CID), InMemoryFileStore()
+    for index, event in enumerate(events):
+        text = event.model_dump_json(exclude_none=True)
+        files.write(file_name(index, event), text)
+        if event.id == "not-an-sdk-id":  # the file store takes SDK names only; the API any id
+            store.append(CID, text, expected_version=index)
+        else:
+            fs.write(file_name(index, event), text)
+    ours, theirs = EventLog(fs), EventLog(files)
+    assert (len(ours), ours._idx_to_id, ours._id_to_idx) == (
+        len(theirs),
+        theirs._idx_to_id,
+        theirs._id_to_idx,
+    )
+    assert len(ours) == (5 if ids == "sdk" else 3)
+    assert (fs.event_ids("events") is None) is (ids == "not-hex")

@@ -20,6 +20,7 @@ file and a length marker. Here each of those maps onto the store:
 
 from __future__ import annotations
 
+import builtins
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -95,9 +96,7 @@ class ViewstoreFileStore(FileStore):
     def list(self, path: str) -> list[str]:
         name = _relative(path)
         if name == sdk.EVENTS_DIR:
-            self._index = self.store.log_index(self.conversation_id)
-            ids = [event_id for event_id, _, _ in self._index]
-            self._seen = len(ids)
+            ids = self._list_ids()
             prefix = path.rstrip("/")
             return [f"{prefix}/{sdk.event_file_name(i, e)}" for i, e in enumerate(ids)]
         if name == "":
@@ -154,7 +153,20 @@ class ViewstoreFileStore(FileStore):
             stored.payloads, stored.manipulation_indices, stored.unhandled_condensation_request
         )
 
+    def event_ids(self, folder: str) -> builtins.list[str] | None:
+        """The log's ids in order, for the SDK's index, when its scan of our file names would
+        give exactly these (otherwise None: it lists and parses them itself)."""
+        if _relative(folder) != sdk.EVENTS_DIR:
+            return None
+        ids = self._list_ids()
+        return ids if sdk.scannable(ids) else None
+
     # -- helpers ------------------------------------------------------------------------
+
+    def _list_ids(self) -> builtins.list[str]:
+        self._index = self.store.log_index(self.conversation_id)
+        self._seen = len(self._index)
+        return [event_id for event_id, _, _ in self._index]
 
     def _event_file_exists(self, file: str) -> bool:
         match = sdk.EVENT_NAME_RE.match(file)
@@ -208,7 +220,12 @@ def _serve_resume_view(fs: object, leaf: str | None, length: int) -> View | None
     return fs.resume_view(leaf, length) if isinstance(fs, ViewstoreFileStore) else None
 
 
+def _serve_event_ids(fs: object, folder: str) -> list[str] | None:
+    return fs.event_ids(folder) if isinstance(fs, ViewstoreFileStore) else None
+
+
 sdk.install_resume_hook(_serve_resume_view)
+sdk.install_scan_hook(_serve_event_ids)
 
 
 def _relative(path: str) -> str:

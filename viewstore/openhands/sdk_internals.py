@@ -18,6 +18,11 @@ tests/openhands/test_sdk_internals.py. Keep every such dependency in this module
   ``rebuild_view`` does, after reading ``_fs``, ``_events`` and ``_resolve_active_leaf()``.
   ``StoredIndicesView`` is an SDK ``View`` that answers ``manipulation_indices`` from the
   stored rows until its events change;
+- listing a log at the cost of its ids: ``EventLog.__init__`` calls ``_scan_and_build_index``,
+  which lists every event file name and parses each. ``install_scan_hook`` wraps it so a
+  viewstore-backed log fills ``_id_to_idx`` and ``_idx_to_id`` (and clears ``_event_cache``)
+  straight from the stored ids, as the scan would from their file names; the ids a name must
+  carry are those of the ``event_id`` group of ``EVENT_NAME_RE``;
 - importing ``openhands.sdk`` sets the root logger to INFO (``LOG_LEVEL``), which would make
   SQLAlchemy log every statement the store runs: its loggers are held at WARNING below,
   unless the application set their level itself.
@@ -57,6 +62,18 @@ MARKER_RE = re.compile(
 )
 
 STATE_UPDATE_KIND = "ConversationStateUpdateEvent"
+
+# The ids the scan accepts, one per line: a whole log is checked by one match, not 20,000.
+_ID_PATTERN = re.search(r"\(\?P<event_id>(.+?)\)\\\.json", EVENT_NAME_RE.pattern)
+if _ID_PATTERN is None:  # pragma: no cover - the pinned SDK has the group
+    raise ImportError("openhands-sdk's EVENT_NAME_RE has no event_id group")
+_ID_LINES = re.compile(rf"(?:{_ID_PATTERN.group(1)}\n)*")
+
+
+def scannable(ids: Sequence[str]) -> bool:
+    """Whether the SDK's scan would accept every id's file name (it stops at the first it
+    would not: then let it scan)."""
+    return _ID_LINES.fullmatch("".join(f"{event_id}\n" for event_id in ids)) is not None
 
 for _name in ("sqlalchemy", "sqlalchemy.engine", "sqlalchemy.pool"):
     _logger = logging.getLogger(_name)
@@ -138,3 +155,31 @@ def install_resume_hook(provider: ResumeProvider) -> None:
 
     rebuild_view._viewstore_hook = True  # type: ignore[attr-defined]
     ConversationState.rebuild_view = rebuild_view  # type: ignore[method-assign]
+
+
+#: Given an EventLog's file store and folder: the ids of its events in order, or None to let
+#: the SDK list and parse the file names itself.
+IndexProvider = Callable[[Any, str], Sequence[str] | None]
+
+
+def install_scan_hook(provider: IndexProvider) -> None:
+    """Wrap ``EventLog._scan_and_build_index`` once so ``provider`` may give the ids."""
+    log_class = _event_store.EventLog
+    original = log_class._scan_and_build_index
+    if getattr(original, "_viewstore_hook", False):
+        return
+
+    def scan(self: Any) -> int:
+        ids = provider(self._fs, self._dir)
+        if ids is None:
+            result: int = original(self)
+            return result
+        self._id_to_idx.clear()
+        self._idx_to_id.clear()
+        self._event_cache.clear()
+        self._idx_to_id.update(enumerate(ids))
+        self._id_to_idx.update(zip(ids, range(len(ids)), strict=True))
+        return len(ids)
+
+    scan._viewstore_hook = True  # type: ignore[attr-defined]
+    log_class._scan_and_build_index = scan  # type: ignore[method-assign]
