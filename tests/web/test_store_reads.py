@@ -10,37 +10,42 @@ from viewstore.errors import ConversationNotFoundError, InvalidArgumentError
 from ._data import populate
 
 
-def test_summaries_search_sort_and_page(db_url: str) -> None:
+def test_catalogue_search_count_sort_and_page(db_url: str) -> None:
+    """What the viewer's list reads: the catalogue with a search, and its count."""
     with EventStore(db_url) as store:
         populate(store)
-        total, page = store.summaries(sort="id", descending=False)
-        assert total == 3
-        assert [s.conversation_id for s in page] == [
+        page = store.conversations()
+        assert store.conversation_count() == 3
+        assert [s.id for s in page] == [
             "demo-conversation",
             "script-conversation",
             "two-ranges",
         ]
-        ranges = next(s for s in page if s.conversation_id == "two-ranges")
+        ranges = next(s for s in page if s.id == "two-ranges")
         assert (ranges.version, ranges.view_length) == (11, len(store.view("two-ranges").events))
         assert ranges.unhandled_condensation_request is False
-        total, page = store.summaries(search="conversation", sort="events", descending=True)
-        assert total == 2
-        assert [s.conversation_id for s in page] == ["demo-conversation", "script-conversation"]
-        total, page = store.summaries(sort="id", descending=False, offset=1, limit=1)
-        assert (total, [s.conversation_id for s in page]) == (3, ["script-conversation"])
+        page = store.conversations(search="conversation", order_by="version", descending=True)
+        assert store.conversation_count(search="conversation") == 2
+        assert [s.id for s in page] == ["demo-conversation", "script-conversation"]
+        page = store.conversations(offset=1, limit=1)
+        assert [s.id for s in page] == ["script-conversation"]
         # LIKE wildcards in a search are literal characters
-        assert store.summaries(search="%")[0] == 0
-        assert store.summaries(search="_")[0] == 0
+        assert store.conversation_count(search="%") == 0
+        assert store.conversations(search="_") == []
 
 
 @pytest.mark.parametrize(
-    "bad", [{"sort": "nope"}, {"offset": -1}, {"limit": 0}, {"limit": 1001}, {"offset": True}]
+    "bad",
+    [{"order_by": "nope"}, {"offset": -1}, {"limit": 0}, {"offset": True}, {"search": 3}],
 )
-def test_summaries_refuse_bad_arguments(db_url: str, bad: dict[str, object]) -> None:
+def test_catalogue_refuses_bad_arguments(db_url: str, bad: dict[str, object]) -> None:
     with EventStore(db_url) as store:
         store.create_schema()
         with pytest.raises(InvalidArgumentError):
-            store.summaries(**bad)  # type: ignore[arg-type]
+            store.conversations(**bad)  # type: ignore[arg-type]
+    if "search" in bad:
+        with EventStore(db_url) as store, pytest.raises(InvalidArgumentError):
+            store.conversation_count(search=bad["search"])  # type: ignore[arg-type]
 
 
 def test_condensations_and_event_by_id(db_url: str) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from sqlalchemy import Connection, and_, select
+from sqlalchemy import Connection, and_, func, select
 
 from viewstore.errors import InvalidArgumentError
 from viewstore.store.reads import aware
@@ -56,12 +56,15 @@ class ConversationInfo:
 
 def check_options(
     *,
+    search: str = "",
     order_by: str,
     limit: int | None,
     offset: int,
     updated_since: datetime | None,
     min_view_length: int | None,
 ) -> None:
+    if not isinstance(search, str):
+        raise InvalidArgumentError(f"search must be text, got {search!r}")
     if order_by not in ORDERS:
         raise InvalidArgumentError(f"order_by must be one of {', '.join(ORDERS)}, got {order_by!r}")
     for name, value in (("offset", offset), ("min_view_length", min_view_length)):
@@ -81,9 +84,43 @@ def check_options(
         )
 
 
+def _filtered(
+    conn: Connection,
+    query: Any,  # a Select of any columns (SQLAlchemy's generic Select defeats a TypeVar)
+    search: str,
+    updated_since: datetime | None,
+    min_view_length: int | None,
+) -> Any:
+    c = conversations
+    if search:
+        query = query.where(c.c.id.contains(search, autoescape=True))
+    if updated_since is not None:
+        # SQLite compares the stored text: give it the same UTC form the store writes.
+        since = updated_since.astimezone(UTC)
+        if conn.dialect.name == "sqlite":
+            since = since.replace(tzinfo=None)
+        query = query.where(c.c.updated_at >= since)
+    if min_view_length is not None:
+        query = query.where(c.c.view_length >= min_view_length)
+    return query
+
+
+def count_catalogue(
+    conn: Connection,
+    *,
+    search: str = "",
+    updated_since: datetime | None = None,
+    min_view_length: int | None = None,
+) -> int:
+    query = select(func.count()).select_from(conversations)
+    total = conn.execute(_filtered(conn, query, search, updated_since, min_view_length)).scalar()
+    return int(total or 0)
+
+
 def read_catalogue(
     conn: Connection,
     *,
+    search: str = "",
     order_by: Order = "id",
     descending: bool = False,
     limit: int | None = None,
@@ -101,14 +138,7 @@ def read_catalogue(
         c.c.unhandled_request,
         events.c.kind,
     ).outerjoin(events, and_(events.c.conversation_id == c.c.id, events.c.seq == c.c.version))
-    if updated_since is not None:
-        # SQLite compares the stored text: give it the same UTC form the store writes.
-        since = updated_since.astimezone(UTC)
-        if conn.dialect.name == "sqlite":
-            since = since.replace(tzinfo=None)
-        query = query.where(c.c.updated_at >= since)
-    if min_view_length is not None:
-        query = query.where(c.c.view_length >= min_view_length)
+    query = _filtered(conn, query, search, updated_since, min_view_length)
     column = c.c[order_by]
     if descending:
         query = query.order_by(column.desc(), c.c.id.desc())

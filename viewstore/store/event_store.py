@@ -39,7 +39,13 @@ from viewstore.store import (
     slow,
 )
 from viewstore.store.base_state import BaseState
-from viewstore.store.catalogue import ConversationInfo, Order, check_options, read_catalogue
+from viewstore.store.catalogue import (
+    ConversationInfo,
+    Order,
+    check_options,
+    count_catalogue,
+    read_catalogue,
+)
 from viewstore.store.engine import (
     WRITE,
     check_engine,
@@ -60,7 +66,6 @@ from viewstore.store.inputs import (
 from viewstore.store.records import (
     AppendResult,
     CondensationRecord,
-    ConversationSummary,
     StoredEvent,
     StoredView,
     VerifyReport,
@@ -408,6 +413,7 @@ class EventStore:
         offset: int = 0,
         updated_since: datetime | None = None,
         min_view_length: int | None = None,
+        search: str = "",
     ) -> list[ConversationInfo]:
         """The catalogue: one :class:`ConversationInfo` per conversation (id, times, version,
         view length, request flag, last event kind), read from the conversation rows alone.
@@ -416,9 +422,11 @@ class EventStore:
         ``view_length`` (ties in id order; ``descending`` reverses both); ``limit`` and
         ``offset`` page through it; ``updated_since`` (an aware datetime) keeps conversations
         appended to at or after it, ``min_view_length`` those whose live view holds at least
-        that many events. Only the ids: :meth:`conversation_ids`.
+        that many events; ``search`` those whose id contains that text. How many match:
+        :meth:`conversation_count`; only the ids: :meth:`conversation_ids`.
         """
         check_options(
+            search=search,
             order_by=order_by,
             limit=limit,
             offset=offset,
@@ -428,6 +436,7 @@ class EventStore:
         with self._read() as conn:
             return read_catalogue(
                 conn,
+                search=search,
                 order_by=order_by,
                 descending=descending,
                 limit=limit,
@@ -442,28 +451,25 @@ class EventStore:
         with self._read() as conn:
             return reads.conversation_ids(conn)
 
-    def summaries(
+    def conversation_count(
         self,
         *,
         search: str = "",
-        sort: str = "updated",
-        descending: bool = True,
-        offset: int = 0,
-        limit: int = 50,
-    ) -> tuple[int, list[ConversationSummary]]:
-        """A page of conversations whose id contains ``search``, sorted by ``sort`` (one of
-        ``overview.SORTS``), and how many match in all."""
-        problems = overview.check_page(sort, offset, limit)
-        if problems:
-            raise InvalidArgumentError("; ".join(problems))
+        updated_since: datetime | None = None,
+        min_view_length: int | None = None,
+    ) -> int:
+        """How many conversations ``conversations()`` would list with these filters."""
+        check_options(
+            search=search,
+            order_by="id",
+            limit=None,
+            offset=0,
+            updated_since=updated_since,
+            min_view_length=min_view_length,
+        )
         with self._read() as conn:
-            return overview.summaries(
-                conn,
-                search=str(search),
-                sort=sort,
-                descending=bool(descending),
-                offset=offset,
-                limit=limit,
+            return count_catalogue(
+                conn, search=search, updated_since=updated_since, min_view_length=min_view_length
             )
 
     def condensations(

@@ -1,4 +1,4 @@
-"""Reads for browsing: a page of conversation summaries, a conversation's condensations, one
+"""Reads for browsing: a conversation's condensations, what forgot an event, one
 event by id. Each reads rows the store already keeps; none replays the log."""
 
 from __future__ import annotations
@@ -6,54 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, select
+from sqlalchemy import Connection, func, select
 
 from viewstore.store.reads import aware, conversation_row
 from viewstore.store.records import (
     CondensationRecord,
-    ConversationSummary,
     StoredEvent,
 )
-from viewstore.store.schema import condensation_forgotten, condensations, conversations, events
-
-#: Sort keys a summary page may be ordered by (the column each names).
-SORTS = {
-    "id": conversations.c.id,
-    "updated": conversations.c.updated_at,
-    "created": conversations.c.created_at,
-    "events": conversations.c.version,
-    "view": conversations.c.view_length,
-}
-
-
-def summaries(
-    conn: Connection,
-    *,
-    search: str,
-    sort: str,
-    descending: bool,
-    offset: int,
-    limit: int,
-) -> tuple[int, list[ConversationSummary]]:
-    """The total matching ``search`` (a substring of the id) and one page of them."""
-    where = conversations.c.id.contains(search, autoescape=True) if search else and_(True)
-    total = conn.execute(select(func.count()).select_from(conversations).where(where)).scalar()
-    column = SORTS[sort]
-    order = [column.desc() if descending else column.asc(), conversations.c.id.asc()]
-    rows = conn.execute(
-        select(conversations).where(where).order_by(*order).offset(offset).limit(limit)
-    )
-    return int(total or 0), [
-        ConversationSummary(
-            conversation_id=row.id,
-            created_at=aware(row.created_at),
-            updated_at=aware(row.updated_at),
-            version=row.version,
-            view_length=row.view_length,
-            unhandled_condensation_request=bool(row.unhandled_request),
-        )
-        for row in rows
-    ]
+from viewstore.store.schema import condensation_forgotten, condensations, events
 
 
 def condensation_records(
@@ -124,15 +84,3 @@ def _stored_event(conversation_id: str, row: Any) -> StoredEvent:
         recorded_at=aware(row.recorded_at),
         hash=row.hash,
     )
-
-
-def check_page(sort: str, offset: int, limit: int) -> Sequence[str]:
-    """What is wrong with a page request (empty: nothing)."""
-    problems = []
-    if sort not in SORTS:
-        problems.append(f"sort must be one of {', '.join(SORTS)}, got {sort!r}")
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        problems.append(f"offset must be a non-negative integer, got {offset!r}")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
-        problems.append(f"limit must be an integer from 1 to 1000, got {limit!r}")
-    return problems

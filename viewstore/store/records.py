@@ -122,18 +122,6 @@ class VerifyReport:
 
 
 @dataclass(frozen=True)
-class ConversationSummary:
-    """One conversation as a list shows it: the columns the store keeps up to date."""
-
-    conversation_id: str
-    created_at: datetime
-    updated_at: datetime
-    version: int
-    view_length: int
-    unhandled_condensation_request: bool
-
-
-@dataclass(frozen=True)
 class CondensationRecord:
     """A stored condensation: its seq and id, summary, where the summary went, and each id it
     forgot with whether that event was in the view when it was forgotten."""

@@ -7,7 +7,6 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from viewstore.store import EventStore
-from viewstore.store.overview import SORTS
 from viewstore.web import details, model, params
 from viewstore.web.openapi import schema
 
@@ -25,7 +24,7 @@ def conversations(request: Request) -> JSONResponse:
         details.list_data(
             _store(request),
             search=params.text(request, "q"),
-            sort=params.choice(request, "sort", tuple(SORTS), "updated"),
+            sort=params.choice(request, "sort", tuple(details.SORTS), "updated"),
             descending=params.choice(request, "order", ("asc", "desc"), "desc") == "desc",
             offset=params.integer(request, "offset", 0) or 0,
             limit=limit,

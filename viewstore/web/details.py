@@ -6,10 +6,19 @@ import json
 from typing import Any
 
 from viewstore.store import EventStore
+from viewstore.store.catalogue import Order
 from viewstore.web.content import parse
 from viewstore.web.model import NotFound, _view, event_row, sequence_diff
 
 PAGE = 50
+#: The list's sort keys (the viewer's URL words) and the catalogue order each stands for.
+SORTS: dict[str, Order] = {
+    "id": "id",
+    "updated": "updated_at",
+    "created": "created_at",
+    "events": "version",
+    "view": "view_length",
+}
 
 
 def list_data(
@@ -21,8 +30,9 @@ def list_data(
     offset: int,
     limit: int = PAGE,
 ) -> dict[str, Any]:
-    total, found = store.summaries(
-        search=search, sort=sort, descending=descending, offset=offset, limit=limit
+    total = store.conversation_count(search=search)
+    found = store.conversations(
+        search=search, order_by=SORTS[sort], descending=descending, offset=offset, limit=limit
     )
     return {
         "total": total,
@@ -33,7 +43,7 @@ def list_data(
         "limit": limit,
         "conversations": [
             {
-                "conversation_id": s.conversation_id,
+                "conversation_id": s.id,
                 "created_at": s.created_at.isoformat(),
                 "updated_at": s.updated_at.isoformat(),
                 "events": s.version,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from viewstore.store.overview import SORTS
+from viewstore.web.details import SORTS
 
 
 def _obj(required: dict[str, Any], **optional: Any) -> dict[str, Any]:

@@ -9,7 +9,6 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from viewstore.store import EventStore
-from viewstore.store.overview import SORTS
 from viewstore.web import details, model, params
 
 
@@ -27,11 +26,11 @@ def conversations(request: Request) -> Response:
     data = details.list_data(
         _store(request),
         search=params.text(request, "q"),
-        sort=params.choice(request, "sort", tuple(SORTS), "updated"),
+        sort=params.choice(request, "sort", tuple(details.SORTS), "updated"),
         descending=params.choice(request, "order", ("asc", "desc"), "desc") == "desc",
         offset=params.integer(request, "offset", 0) or 0,
     )
-    return _render(request, "list.html", {"data": data, "sorts": list(SORTS)})
+    return _render(request, "list.html", {"data": data, "sorts": list(details.SORTS)})
 
 
 def conversation(request: Request) -> Response:
