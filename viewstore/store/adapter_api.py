@@ -1,0 +1,67 @@
+"""``EventStore``'s methods for adapters (viewstore.openhands): the SDK's base state, the
+log's ids, the live-equals-resume check and a lock across processes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+
+from viewstore.errors import InvalidArgumentError
+from viewstore.store import base_state, locks, reads, resume_check
+from viewstore.store.base_state import BaseState
+from viewstore.store.inputs import conversation_key
+from viewstore.store.store_core import ConversationId, StoreCore
+from viewstore.store.translate import translated
+
+
+class AdapterMethods(StoreCore):
+    def save_base_state(
+        self, conversation_id: ConversationId, payload: str | bytes, *, at_version: int
+    ) -> int:
+        """Store a conversation's base state (the SDK's ``base_state.json``), in one
+        transaction; returns its revision.
+
+        ``at_version`` is the number of events the writer has seen: if the conversation has
+        moved on since, the snapshot is stale and ``ConcurrencyError`` is raised, nothing
+        written (a stale HEAD would detach the newer events from the active branch).
+        """
+        key = conversation_key(conversation_id)
+        text = base_state.check_payload(payload)
+        if isinstance(at_version, bool) or not isinstance(at_version, int) or at_version < 0:
+            raise InvalidArgumentError(
+                f"at_version must be a non-negative integer, got {at_version!r}"
+            )
+        with self._write() as conn:
+            return base_state.save(conn, key, text, at_version, datetime.now(UTC))
+
+    def base_state(self, conversation_id: ConversationId) -> BaseState | None:
+        """The newest base state with the conversation's version, or None if never written."""
+        key = conversation_key(conversation_id)
+        with self._read() as conn:
+            return base_state.load(conn, key)
+
+    def log_index(self, conversation_id: ConversationId) -> list[tuple[str, str, str | None]]:
+        """``(event_id, kind, parent_id)`` of every event in seq order, without payloads
+        (empty for an unknown conversation): what an adapter needs to list a log."""
+        key = conversation_key(conversation_id)
+        with self._read() as conn:
+            return reads.log_index(conn, key)
+
+    def live_equals_resume(self, conversation_id: ConversationId) -> bool:
+        """Whether the live view equals the resume view (``resume_view()``), decided from
+        narrow columns without reading a payload (see ``viewstore.store.resume_check``)."""
+        key = conversation_key(conversation_id)
+        with self._read() as conn:
+            reads.conversation_row(conn, key)
+            return resume_check.live_equals_resume(conn, key)
+
+    @contextmanager
+    def conversation_lock(
+        self, conversation_id: ConversationId, *, timeout: float = 30.0
+    ) -> Iterator[None]:
+        """Exclude other holders of this conversation's lock, in any process (see
+        ``viewstore.store.locks``); ``TimeoutError`` after ``timeout`` seconds."""
+        key = conversation_key(conversation_id)
+        with translated(), locks.conversation_lock(self.engine, key, timeout):
+            yield

@@ -1,0 +1,83 @@
+"""``EventStore``'s audit methods: the log replayed by the pure engine (live and resume
+semantics), ``verify``, ``checkpoint`` and ``rebuild``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from viewstore.events import Event, parse_event
+from viewstore.store import anchors, audit, reads
+from viewstore.store.inputs import check_integer, conversation_key
+from viewstore.store.records import StoredView, VerifyReport
+from viewstore.store.store_core import ConversationId, StoreCore
+from viewstore.view import View
+
+
+class AuditMethods(StoreCore):
+    def _log(self, key: str, as_of: int | None = None) -> tuple[int, list[Event]]:
+        if as_of is not None:
+            check_integer("as_of", as_of)
+        with self._read() as conn:
+            version = reads.conversation_row(conn, key).version
+            if as_of is not None:
+                self._check_seq(conn, key, as_of)
+            stored = reads.read_events(conn, key, upto=as_of)
+        return (version if as_of is None else as_of), [
+            parse_event(event.payload_json) for event in stored
+        ]
+
+    def resume_view(self, conversation_id: ConversationId) -> StoredView:
+        """The resume semantics: ``View.from_events`` over the whole log, as OpenHands
+        computes it when it loads a conversation (computed, not stored)."""
+        key = conversation_key(conversation_id)
+        version, log = self._log(key)
+        return _stored(key, version, View.from_events(log), None)
+
+    def replay(self, conversation_id: ConversationId, *, as_of: int | None = None) -> StoredView:
+        """The live view recomputed from the log by the pure engine (no view rows read)."""
+        key = conversation_key(conversation_id)
+        version, log = self._log(key, as_of)
+        view = View()
+        for event in log:
+            view.append_event(event)
+        return _stored(key, version, view, as_of)
+
+    def verify(
+        self, conversation_id: ConversationId | None = None, *, against: Any = None
+    ) -> VerifyReport:
+        """Check the hash chain, that every column derived from the log equals what the log
+        says, and that every view and index row equals a pure replay.
+
+        ``against``: a checkpoint (``checkpoint()``'s dict or its JSON text). Every history it
+        saw must still be there, unchanged up to its head, under the same conversation id;
+        ``CheckpointError`` if it is not a checkpoint or its digest does not match.
+        """
+        keys = None if conversation_id is None else [conversation_key(conversation_id)]
+        anchor = None if against is None else anchors.parse(against)
+        with self._read() as conn:
+            return audit.verify(conn, keys, anchor, self._chain_key)
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The chain head (seq, hash, recorded time) of every conversation, one digest over
+        them all and the time, as a JSON-serialisable dict: keep it outside the database and
+        pass it to ``verify(against=...)`` later (see docs/threat-model.md)."""
+        with self._read() as conn:
+            return anchors.take(conn)
+
+    def rebuild(self, conversation_id: ConversationId | None = None) -> int:
+        """Rewrite the view and index rows of one or every conversation from the log."""
+        keys = None if conversation_id is None else [conversation_key(conversation_id)]
+        self._tails.clear()  # a rebuild rewrites the carried state from the log
+        with self._write() as conn:
+            return audit.rebuild(conn, keys)
+
+
+def _stored(key: str, version: int, view: View, as_of: int | None) -> StoredView:
+    return StoredView(
+        conversation_id=key,
+        version=version,
+        events=view.events,
+        manipulation_indices=sorted(view.manipulation_indices),
+        unhandled_condensation_request=view.unhandled_condensation_request,
+        as_of=as_of,
+    )

@@ -1,0 +1,125 @@
+"""``EventStore``'s browsing reads: the conversation catalogue, a conversation's
+condensations, what forgot an event, one event by id (rows the store keeps; no replay)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from viewstore.store import overview, reads
+from viewstore.store.catalogue import (
+    ConversationInfo,
+    Order,
+    check_options,
+    count_catalogue,
+    read_catalogue,
+)
+from viewstore.store.inputs import conversation_key
+from viewstore.store.records import CondensationRecord, StoredEvent
+from viewstore.store.store_core import ConversationId, StoreCore
+
+
+class Browsing(StoreCore):
+    def conversations(
+        self,
+        *,
+        order_by: Order = "id",
+        descending: bool = False,
+        limit: int | None = None,
+        offset: int = 0,
+        updated_since: datetime | None = None,
+        min_view_length: int | None = None,
+        search: str = "",
+    ) -> list[ConversationInfo]:
+        """The catalogue: one :class:`ConversationInfo` per conversation (id, times, version,
+        view length, request flag, last event kind), read from the conversation rows alone.
+
+        ``order_by`` one of ``id`` (default), ``created_at``, ``updated_at``, ``version``,
+        ``view_length`` (ties in id order; ``descending`` reverses both); ``limit`` and
+        ``offset`` page through it; ``updated_since`` (an aware datetime) keeps conversations
+        appended to at or after it, ``min_view_length`` those whose live view holds at least
+        that many events; ``search`` those whose id contains that text. How many match:
+        :meth:`conversation_count`; only the ids: :meth:`conversation_ids`.
+        """
+        check_options(
+            search=search,
+            order_by=order_by,
+            limit=limit,
+            offset=offset,
+            updated_since=updated_since,
+            min_view_length=min_view_length,
+        )
+        with self._read() as conn:
+            return read_catalogue(
+                conn,
+                search=search,
+                order_by=order_by,
+                descending=descending,
+                limit=limit,
+                offset=offset,
+                updated_since=updated_since,
+                min_view_length=min_view_length,
+            )
+
+    def conversation_ids(self) -> list[str]:
+        """Every conversation id, sorted (what ``conversations()`` returned before the
+        catalogue)."""
+        with self._read() as conn:
+            return reads.conversation_ids(conn)
+
+    def conversation_count(
+        self,
+        *,
+        search: str = "",
+        updated_since: datetime | None = None,
+        min_view_length: int | None = None,
+    ) -> int:
+        """How many conversations ``conversations()`` would list with these filters."""
+        check_options(
+            search=search,
+            order_by="id",
+            limit=None,
+            offset=0,
+            updated_since=updated_since,
+            min_view_length=min_view_length,
+        )
+        with self._read() as conn:
+            return count_catalogue(
+                conn, search=search, updated_since=updated_since, min_view_length=min_view_length
+            )
+
+    def condensations(
+        self, conversation_id: ConversationId, *, upto: int | None = None
+    ) -> list[CondensationRecord]:
+        """The conversation's condensations in seq order (those at or before ``upto``)."""
+        key = conversation_key(conversation_id)
+        with self._read() as conn:
+            if upto is not None:
+                self._check_seq(conn, key, upto)
+            return overview.condensation_records(conn, key, upto=upto)
+
+    def condensation(self, conversation_id: ConversationId, seq: int) -> CondensationRecord | None:
+        """The condensation at ``seq``, or None if the event there is not one."""
+        key = conversation_key(conversation_id)
+        with self._read() as conn:
+            self._check_seq(conn, key, seq)
+            found = overview.condensation_records(conn, key, upto=None, seq=seq)
+        return found[0] if found else None
+
+    def forgotten_by(
+        self, conversation_id: ConversationId, event_ids: Iterable[str], *, upto: int | None = None
+    ) -> dict[str, int]:
+        """Which of ``event_ids`` a condensation forgot (at or before ``upto``), each with the
+        seq of the first condensation that did."""
+        key = conversation_key(conversation_id)
+        ids = [str(event_id) for event_id in event_ids]
+        with self._read() as conn:
+            if upto is not None:
+                self._check_seq(conn, key, upto)
+            return overview.forgotten_by(conn, key, ids, upto=upto) if ids else {}
+
+    def event(self, conversation_id: ConversationId, event_id: str) -> StoredEvent | None:
+        """The stored event with this id, or None if the conversation has none."""
+        key = conversation_key(conversation_id)
+        with self._read() as conn:
+            return overview.event_by_id(conn, key, str(event_id))

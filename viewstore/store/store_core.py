@@ -1,0 +1,139 @@
+"""The core of ``EventStore``: its engine, its settings and its transactions.
+
+Every public method of the store is one transaction, opened by ``_read`` or ``_write`` here;
+the helpers in ``rows``, ``reads``, ``audit`` and the other row modules take the connection
+and never commit. Driver errors are translated on the way out by ``translated()``. The
+methods themselves live in a few small classes, one per concern, that ``EventStore`` joins:
+``event_store`` (appending, reading a view or log, the feed), ``browsing`` (the catalogue,
+condensations, events by id), ``adapter_api`` (what an adapter such as viewstore.openhands
+needs) and ``audit_api`` (replay, verify, checkpoint, rebuild).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Self
+
+from sqlalchemy import Connection, Engine
+
+from viewstore.chain import resolve_key
+from viewstore.errors import InvalidArgumentError
+from viewstore.store import fast_path, migrate, reads, slow
+from viewstore.store.engine import (
+    WRITE,
+    check_engine,
+    check_schema,
+    check_supported,
+    create_engine_for,
+    default_url,
+)
+from viewstore.store.inputs import DEFAULT_MAX_EVENT_BYTES, check_integer
+from viewstore.store.translate import translated
+
+ConversationId = str | uuid.UUID
+
+
+class StoreCore:
+    """Events, condensations, and each conversation's live view and indices, in SQL.
+
+    ``url_or_engine``: a database URL (default: ``VIEWSTORE_URL``, else
+    ``sqlite:///viewstore.db``), or an engine made by ``viewstore.create_engine`` (which
+    applies the settings the store relies on; see ``check_engine``). ``schema``: on
+    PostgreSQL, the schema the store's tables live in (created by ``create_schema``), so an
+    application's own tables of the same names in ``public`` are never touched.
+    """
+
+    def __init__(
+        self,
+        url_or_engine: str | Engine | None = None,
+        *,
+        schema: str | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        chain_key: str | bytes | None = None,
+    ) -> None:
+        """``chain_key``: a secret that makes each event's hash an HMAC only its holders can
+        compute (default: ``VIEWSTORE_CHAIN_KEY``; neither: plain SHA-256). Every writer and
+        every verifier of a keyed store needs the same key; it is never stored."""
+        self._chain_key = resolve_key(chain_key)
+        check_schema(schema)
+        if isinstance(url_or_engine, Engine):
+            check_supported(url_or_engine.url)
+            check_engine(url_or_engine, schema)
+            self.engine = url_or_engine
+            self._owns_engine = False
+        else:
+            self.engine = create_engine_for(url_or_engine or default_url(), schema=schema)
+            self._owns_engine = True
+        self.schema = schema
+        self.max_event_bytes = check_integer("max_event_bytes", max_event_bytes, minimum=1)
+        self._tails = fast_path.Tails()
+        self._slow = slow.threshold()
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def create_schema(self) -> None:
+        """Migrate the database to the newest schema (``alembic upgrade head``), in its own
+        version table (``viewstore_alembic_version``; see ``viewstore.store.migrate``).
+
+        A revision this code does not know (a newer viewstore's, another application's) raises
+        ``SchemaMismatchError`` and nothing is migrated.
+
+        Processes that run it at once on one database take turns: the migration, and the
+        check of the revision it starts from, run under a lock (see ``revisions.migration_lock``),
+        so one migrates and the others then find the schema at head.
+        """
+        with translated():
+            migrate.upgrade(self.engine, self.schema)
+
+    def schema_revision(self) -> str | None:
+        """The Alembic revision the database is at (``None``: no viewstore schema yet)."""
+        with translated():
+            return migrate.current_revision(self.engine, self.schema)
+
+    def close(self) -> None:
+        if self._owns_engine:
+            self.engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with translated(), self.engine.execution_options(**WRITE).begin() as conn:
+            yield conn
+
+    @contextmanager
+    def begin(self) -> Iterator[Connection]:
+        """A write transaction on the store's engine, committed at the end of the block (rolled
+        back on an exception), for an application that writes its own rows and appends events
+        together: ``store.append(..., connection=conn)`` inside it.
+
+        Any transaction of the store's engine serves as well; this one is begun as a writer,
+        which matters on SQLite: a transaction begun as a reader that later writes fails at
+        once, instead of waiting, when another writer committed since it began.
+        """
+        with self._write() as conn:
+            yield conn
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        # One snapshot for the several statements of a read (SQLite: BEGIN; PostgreSQL:
+        # REPEATABLE READ), so a read never mixes two versions of a conversation.
+        options: dict[str, Any] = {}
+        if self.engine.dialect.name == "postgresql":
+            options["isolation_level"] = "REPEATABLE READ"
+        with translated(), self.engine.execution_options(**options).begin() as conn:
+            yield conn
+
+    def _check_seq(self, conn: Connection, key: str, seq: int) -> int:
+        version: int = reads.conversation_row(conn, key).version
+        if not 0 <= seq <= version:
+            raise InvalidArgumentError(
+                f"as_of must be an integer between 0 and {version} for {key!r}, got {seq!r}"
+            )
+        return version
