@@ -75,14 +75,7 @@ class Browsing(StoreCore):
         min_view_length: int | None = None,
     ) -> int:
         """How many conversations ``conversations()`` would list with these filters."""
-        check_options(
-            search=search,
-            order_by="id",
-            limit=None,
-            offset=0,
-            updated_since=updated_since,
-            min_view_length=min_view_length,
-        )
+        check_options(search=search, updated_since=updated_since, min_view_length=min_view_length)
         with self._read() as conn:
             return count_catalogue(
                 conn, search=search, updated_since=updated_since, min_view_length=min_view_length

@@ -57,11 +57,11 @@ class ConversationInfo:
 def check_options(
     *,
     search: str = "",
-    order_by: str,
-    limit: int | None,
-    offset: int,
-    updated_since: datetime | None,
-    min_view_length: int | None,
+    order_by: str = "id",
+    limit: int | None = None,
+    offset: int = 0,
+    updated_since: datetime | None = None,
+    min_view_length: int | None = None,
 ) -> None:
     if not isinstance(search, str):
         raise InvalidArgumentError(f"search must be text, got {search!r}")
