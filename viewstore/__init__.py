@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         StoredEvent,
         StoredView,
         VerifyReport,
+        ViewPage,
     )
     from viewstore.store.engine import create_engine_for as create_engine
     from viewstore.store.feed import FeedEntry
@@ -85,6 +86,7 @@ _WHERE = {
     "UnsupportedDatabaseError": _ERRORS,
     "VerifyReport": _STORE,
     "View": "viewstore.view",
+    "ViewPage": _STORE,
     "ViewstoreError": _ERRORS,
     "append_with_retry": "viewstore.retry",
     "create_engine": "viewstore.store.engine",
@@ -120,6 +122,7 @@ __all__ = [  # every name of _WHERE, and the version
     "UnsupportedDatabaseError",
     "VerifyReport",
     "View",
+    "ViewPage",
     "ViewstoreError",
     "__version__",
     "append_with_retry",

@@ -83,3 +83,41 @@ def test_one_condensation_and_forgotten_by(db_url: str) -> None:
         assert store.forgotten_by("two-ranges", ["a0", "m1", "o1", "nope"]) == {"a0": 10, "o1": 10}
         assert store.forgotten_by("two-ranges", ["a0"], upto=9) == {}
         assert store.forgotten_by("two-ranges", []) == {}
+
+
+def test_a_view_page_is_that_window_of_the_whole_view(db_url: str) -> None:
+    """Every window of the view, now and at every seq, is the slice of the whole view; the
+    indices and the flag are the whole view's."""
+    with EventStore(db_url) as store:
+        populate(store)
+        version = store.version("two-ranges")
+        for as_of in [None, *range(version + 1)]:
+            whole = store.view("two-ranges", as_of=as_of)
+            length = len(whole.event_ids)
+            for first, limit in [(None, 3), (0, 1), (0, 100), (max(0, length - 2), 5)]:
+                page = store.view_page("two-ranges", as_of=as_of, first=first, limit=limit)
+                start = max(0, length - limit) if first is None else first
+                assert (page.length, page.first) == (length, start)
+                assert page.view.event_ids == whole.event_ids[start : start + limit]
+                assert page.view.payloads == whole.payloads[start : start + limit]
+                assert page.view.manipulation_indices == whole.manipulation_indices
+                assert (
+                    page.view.unhandled_condensation_request
+                    == whole.unhandled_condensation_request
+                )
+            ids = [e.event_id for e in store.events("two-ranges")] + ["c1-summary", "nope"]
+            assert store.in_view("two-ranges", ids, as_of=as_of) == set(whole.event_ids)
+
+
+@pytest.mark.parametrize(
+    "bad", [{"first": 9}, {"first": -1}, {"limit": 0}, {"as_of": 12}, {"first": True}]
+)
+def test_a_view_page_refuses_what_is_not_there(db_url: str, bad: dict[str, object]) -> None:
+    with EventStore(db_url) as store:
+        populate(store)
+        with pytest.raises(InvalidArgumentError):
+            store.view_page("two-ranges", **bad)  # type: ignore[arg-type]
+        with pytest.raises(ConversationNotFoundError):
+            store.view_page("missing")
+        with pytest.raises(ConversationNotFoundError):
+            store.in_view("missing", ["a"])

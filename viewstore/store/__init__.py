@@ -9,6 +9,7 @@ from viewstore.store.records import (
     StoredEvent,
     StoredView,
     VerifyReport,
+    ViewPage,
 )
 
 __all__ = [
@@ -20,4 +21,5 @@ __all__ = [
     "StoredEvent",
     "StoredView",
     "VerifyReport",
+    "ViewPage",
 ]

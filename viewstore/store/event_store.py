@@ -16,6 +16,7 @@ from sqlalchemy import Connection
 from viewstore.errors import (
     ConcurrencyError,
     DuplicateEventError,
+    InvalidArgumentError,
 )
 from viewstore.events import Event, Role, parse_event
 from viewstore.projector import Projection, ProjectionState, needs_view, project
@@ -44,6 +45,7 @@ from viewstore.store.records import (
     AppendResult,
     StoredEvent,
     StoredView,
+    ViewPage,
 )
 from viewstore.store.store_core import ConversationId
 from viewstore.store.translate import translated
@@ -270,6 +272,50 @@ class EventStore(Browsing, AdapterMethods, AuditMethods):
             if as_of is not None:
                 self._check_seq(conn, key, as_of)
             return reads.read_view(conn, key, as_of)
+
+    def view_page(
+        self,
+        conversation_id: ConversationId,
+        *,
+        as_of: int | None = None,
+        first: int | None = None,
+        limit: int = 500,
+    ) -> ViewPage:
+        """A window of the view (now, or right after ``as_of``): at most ``limit`` events from
+        position ``first`` (default: the last ``limit``), read without the rest of the view."""
+        key = conversation_key(conversation_id)
+        for name, value in (("as_of", as_of), ("first", first)):
+            if value is not None:
+                check_integer(name, value)
+        check_integer("limit", limit, minimum=1)
+        with self._read() as conn:
+            if as_of is None:
+                reads.conversation_row(conn, key)
+            else:
+                self._check_seq(conn, key, as_of)
+            length = reads.view_length(conn, key, as_of)
+            start = max(0, length - limit) if first is None else first
+            if not 0 <= start <= max(0, length - 1):
+                raise InvalidArgumentError(
+                    f"first must be a position from 0 to {max(0, length - 1)} of a view of "
+                    f"{length} events, got {start}"
+                )
+            return ViewPage(reads.read_view(conn, key, as_of, start, limit), length, start)
+
+    def in_view(
+        self, conversation_id: ConversationId, event_ids: Iterable[str], *, as_of: int | None = None
+    ) -> set[str]:
+        """Which of ``event_ids`` the view holds, now or right after ``as_of``."""
+        key = conversation_key(conversation_id)
+        ids = list(dict.fromkeys(str(event_id) for event_id in event_ids))
+        if as_of is not None:
+            check_integer("as_of", as_of)
+        with self._read() as conn:
+            if as_of is None:
+                reads.conversation_row(conn, key)
+            else:
+                self._check_seq(conn, key, as_of)
+            return reads.in_view(conn, key, ids, as_of)
 
     def events(
         self, conversation_id: ConversationId, *, after: int = 0, limit: int | None = None

@@ -44,18 +44,41 @@ _CURRENT_INDICES = _INDICES + "to_seq IS NULL ORDER BY position"
 _INDICES_AS_OF = _INDICES + "from_seq <= :s AND (to_seq IS NULL OR to_seq > :s) ORDER BY position"
 
 
-def read_view(conn: Connection, conversation_id: str, as_of: int | None) -> StoredView:
+_PAGE = " LIMIT :n OFFSET :o"
+_CONVERSATION_LENGTH = "SELECT view_length FROM conversations WHERE id = :c"
+_LENGTH_AS_OF = (
+    "SELECT count(*) FROM view_entries WHERE conversation_id = :c "
+    "AND entered_seq <= :s AND (left_seq IS NULL OR left_seq > :s)"
+)
+
+
+def view_length(conn: Connection, conversation_id: str, as_of: int | None) -> int:
     params = {"c": conversation_id, "s": as_of}
+    ((length,),) = _fetch(conn, _CONVERSATION_LENGTH if as_of is None else _LENGTH_AS_OF, params)
+    return int(length)
+
+
+def read_view(
+    conn: Connection,
+    conversation_id: str,
+    as_of: int | None,
+    first: int = 0,
+    limit: int | None = None,
+) -> StoredView:
+    """The view now or right after ``as_of``; with a ``limit``, only its events at positions
+    ``first`` to ``first + limit - 1`` (the indices and the flag are still the whole view's)."""
+    params = {"c": conversation_id, "s": as_of, "n": limit, "o": first}
+    page = "" if limit is None else _PAGE
     found = _fetch(conn, _CONVERSATION, params)
     if not found:
         raise ConversationNotFoundError(conversation_id)
     if as_of is None:
         version, unhandled = found[0]
-        entries = _fetch(conn, _CURRENT_ENTRIES, params)
+        entries = _fetch(conn, _CURRENT_ENTRIES + page, params)
         indices = _fetch(conn, _CURRENT_INDICES, params)
     else:
         version, unhandled = as_of, _unhandled_as_of(conn, conversation_id, as_of)
-        entries = _fetch(conn, _ENTRIES_AS_OF, params)
+        entries = _fetch(conn, _ENTRIES_AS_OF + page, params)
         indices = _fetch(conn, _INDICES_AS_OF, params)
     return StoredView(
         conversation_id=conversation_id,
@@ -65,6 +88,32 @@ def read_view(conn: Connection, conversation_id: str, as_of: int | None) -> Stor
         unhandled_condensation_request=bool(unhandled),
         as_of=as_of,
     )
+
+
+def in_view(
+    conn: Connection, conversation_id: str, event_ids: Sequence[str], as_of: int | None
+) -> set[str]:
+    """Which of ``event_ids`` the view holds (now, or right after ``as_of``)."""
+    if not event_ids:
+        return set()
+    listed, bound = bind_list("e", event_ids)
+    params: dict[str, Any] = {"c": conversation_id, "s": as_of, **bound}
+    alive = (
+        "left_seq IS NULL"
+        if as_of is None
+        else ("entered_seq <= :s AND (left_seq IS NULL OR left_seq > :s)")
+    )
+    sql = (
+        "SELECT event_id FROM view_entries WHERE conversation_id = :c AND "
+        f"event_id IN ({listed}) AND {alive}"
+    )
+    return {event_id for (event_id,) in _fetch(conn, sql, params)}
+
+
+def bind_list(prefix: str, values: Sequence[str]) -> tuple[str, dict[str, str]]:
+    """The placeholders of an IN list (``:p0, :p1, ...``) and their parameters."""
+    names = [f"{prefix}{i}" for i in range(len(values))]
+    return ", ".join(f":{name}" for name in names), dict(zip(names, values, strict=True))
 
 
 def _fetch(conn: Connection, sql: str, params: dict[str, Any]) -> Sequence[Any]:

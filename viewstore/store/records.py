@@ -68,6 +68,17 @@ class StoredView:
 
 
 @dataclass(frozen=True)
+class ViewPage:
+    """A window of a view (``store.view_page()``): ``view`` holds the events at positions
+    ``first`` to ``first + len(view.events) - 1`` of the ``length`` the whole view has, and
+    the whole view's manipulation indices and request flag."""
+
+    view: StoredView
+    length: int
+    first: int
+
+
+@dataclass(frozen=True)
 class AppendResult:
     conversation_id: str
     version: int

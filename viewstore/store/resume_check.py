@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection
 
 from viewstore.events import KIND_ROLES, Role
-from viewstore.store.reads import _fetch
+from viewstore.store.reads import _fetch, bind_list
 from viewstore.view.enforcement import enforce_properties
 
 
@@ -103,9 +103,8 @@ def live_equals_resume(conn: Connection, conversation_id: str) -> bool:
 
 
 def _forgotten_action(conn: Connection, c: str, responses: list[str]) -> bool:
-    names = [f"r{i}" for i in range(len(responses))]
-    sql = _FORGOTTEN_ACTION.format(", ".join(f":{name}" for name in names))
-    return bool(_fetch(conn, sql, {"c": c, **dict(zip(names, responses, strict=True))}))
+    listed, bound = bind_list("r", responses)
+    return bool(_fetch(conn, _FORGOTTEN_ACTION.format(listed), {"c": c, **bound}))
 
 
 def _stretch(conn: Connection, c: str, first: int, last: int) -> list[_Item] | None:

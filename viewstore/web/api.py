@@ -35,7 +35,7 @@ def conversations(request: Request) -> JSONResponse:
 def view(request: Request) -> JSONResponse:
     key = params.conversation(request)
     seq, first = params.integer(request, "seq"), params.integer(request, "first")
-    return JSONResponse(model.view_data(_store(request), key, seq, first)[1])
+    return JSONResponse(model.view_data(_store(request), key, seq, first))
 
 
 def log(request: Request) -> JSONResponse:

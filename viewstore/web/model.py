@@ -50,32 +50,42 @@ def _rows(view: StoredView, only: Iterable[int] | None = None) -> list[dict[str,
     return [event_row(i, ids[i], payloads[i]) for i in wanted]
 
 
-def _view(store: EventStore, key: str, seq: int, version: int) -> StoredView:
+def _check_seq(key: str, seq: int, version: int) -> None:
     if not 0 <= seq <= version:
         raise NotFound(f"seq {seq} is out of range: {key} has events 1 to {version} (0: empty)")
+
+
+def _view(store: EventStore, key: str, seq: int, version: int) -> StoredView:
+    _check_seq(key, seq, version)
     # The current view is one index range scan; an as-of read scans the rows' lifetimes.
     return store.view(key, as_of=None if seq == version else seq)
 
 
 def view_data(
     store: EventStore, key: str, seq: int | None, first: int | None = None
-) -> tuple[StoredView, dict[str, Any]]:
+) -> dict[str, Any]:
     """The view at ``seq``: its rows from position ``first`` on, at most ``VIEW_PAGE`` of them
-    (by default the last ones: what the LLM read most recently)."""
+    (by default the last ones: what the LLM read most recently). Only those rows are read."""
     version = store.version(key)
     at = version if seq is None else seq
-    view = _view(store, key, at, version)
-    length = len(view.event_ids)
-    start = max(0, length - VIEW_PAGE) if first is None else first
-    if first is not None and not 0 <= first <= max(0, length - 1):
-        raise NotFound(f"the view at seq {at} has {length} events: no position {first}")
-    return view, {
+    _check_seq(key, at, version)
+    try:
+        page = store.view_page(
+            key, as_of=None if at == version else at, first=first, limit=VIEW_PAGE
+        )
+    except InvalidArgumentError as e:  # a position past the view: a missing thing, not bad input
+        raise NotFound(str(e)) from e
+    view = page.view
+    return {
         "conversation_id": key,
         "version": version,
         "seq": at,
-        "length": length,
-        "first": start,
-        "events": _rows(view, range(start, min(length, start + VIEW_PAGE))),
+        "length": page.length,
+        "first": page.first,
+        "events": [
+            event_row(page.first + i, event_id, payload)
+            for i, (event_id, payload) in enumerate(zip(view.event_ids, view.payloads, strict=True))
+        ],
         "manipulation_indices": list(view.manipulation_indices),
         "unhandled_condensation_request": view.unhandled_condensation_request,
     }
@@ -88,20 +98,18 @@ def log_data(
     after: int | None,
     *,
     limit: int = LOG_PAGE,
-    view: StoredView | None = None,
 ) -> dict[str, Any]:
-    """A page of the full log, each event marked against the view at ``seq`` (``view``, when
-    the caller has read it already)."""
+    """A page of the full log, each event marked against the view at ``seq``."""
     version = store.version(key)
     at = version if seq is None else seq
-    if view is None:
-        view = _view(store, key, at, version)
+    _check_seq(key, at, version)
     start = max(0, at - limit) if after is None else after
     if not 0 <= start <= version:
         raise NotFound(f"log offset {start} is out of range: {key} has {version} events")
-    in_view = set(view.event_ids)
     page = store.events(key, after=start, limit=limit)
-    forgotten = store.forgotten_by(key, [e.event_id for e in page if e.seq <= at], upto=at)
+    shown = [e.event_id for e in page if e.seq <= at]
+    in_view = store.in_view(key, shown, as_of=None if at == version else at) if shown else set()
+    forgotten = store.forgotten_by(key, shown, upto=at)
     return {
         "conversation_id": key,
         "version": version,

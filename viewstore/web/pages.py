@@ -36,8 +36,8 @@ def conversations(request: Request) -> Response:
 def conversation(request: Request) -> Response:
     store, key = _store(request), params.conversation(request)
     seq = params.integer(request, "seq")
-    read, view = model.view_data(store, key, seq, params.integer(request, "first"))
-    log = model.log_data(store, key, view["seq"], params.integer(request, "log"), view=read)
+    view = model.view_data(store, key, seq, params.integer(request, "first"))
+    log = model.log_data(store, key, view["seq"], params.integer(request, "log"))
     context = {
         "view": view,
         "log": log,
