@@ -147,3 +147,24 @@ def test_demo_keeps_out_of_a_database_holding_other_tables(tmp_path: Path) -> No
     check.dispose()
     assert run("init", url=url).returncode == 0  # on purpose: then the demo may run
     assert run("demo", url=url).returncode == 0
+
+
+def test_a_table_wider_than_the_console_meets_a_closed_pipe_quietly() -> None:
+    """A table wider than the console is written by a wider twin console: a reader that has
+    gone must end it with success too (a plain rich console exits with 1)."""
+    code = (
+        "import os\n"
+        "from rich.table import Table\n"
+        "from viewstore.cli.app import _console\n"
+        "from viewstore.cli.render import print_table\n"
+        "read, write = os.pipe()\n"
+        "os.close(read)\n"
+        "console = _console(file=os.fdopen(write, 'w'), width=20)\n"
+        "table = Table('id', 'text')\n"
+        "table.add_row('x' * 200, 'y')\n"
+        "print_table(console, table)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stderr) == (0, "")

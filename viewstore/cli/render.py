@@ -90,8 +90,9 @@ def print_table(console: Console, table: Table) -> None:
     if needed <= console.width:
         console.print(table)
         return
-    # Console.print(width=) never goes beyond the console's own width: a wider twin writes it.
-    wide = Console(
+    # Console.print(width=) never goes beyond the console's own width: a wider twin writes it,
+    # of the same class, so it meets a closed pipe as the console itself would.
+    wide = type(console)(
         file=console.file,
         width=needed,
         highlight=False,
