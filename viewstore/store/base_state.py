@@ -101,9 +101,8 @@ def load(conn: Connection, conversation_id: str) -> BaseState | None:
             conversations.c.version,
         )
         .select_from(
-            base_states.outerjoin(
-                conversations, conversations.c.id == base_states.c.conversation_id
-            )
+            # Both tables named by the id, not only joined: a sharded server routes by it.
+            base_states.outerjoin(conversations, conversations.c.id == conversation_id)
         )
         .where(base_states.c.conversation_id == conversation_id)
     )

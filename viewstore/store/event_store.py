@@ -139,6 +139,7 @@ class EventStore(Browsing, AdapterMethods, AuditMethods):
         tail = self._tails.get(key)
         if (
             tail is None
+            or not self._fast
             or append_hook is not None  # crash points exist only on the ordinary path
             or not batch
             or len(batch) > fast_path.BATCH_LIMIT

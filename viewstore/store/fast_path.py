@@ -34,7 +34,7 @@ from viewstore.events import Event
 from viewstore.projector import Projection, ProjectionState, project
 from viewstore.store import rows
 from viewstore.store.schema import conversations, events, manipulation_indices, view_entries
-from viewstore.store.translate import driver_errors
+from viewstore.store.translate import driver_errors, unique_violation
 
 #: How many conversations' tails one store remembers (a worker usually appends to a few).
 TAIL_LIMIT = 4096
@@ -234,8 +234,10 @@ def write_postgres(engine: Engine, p: Plan) -> bool:
         driver.autocommit = True
         try:
             row = driver.execute(sql, params).fetchone()
-        except driver.IntegrityError:
-            return False
+        except driver.Error as error:
+            if unique_violation(error):  # an id already stored (in whatever form it is said)
+                return False
+            raise
         finally:
             if not driver.closed:
                 driver.autocommit = False

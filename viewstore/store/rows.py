@@ -35,7 +35,12 @@ _STORED_IDS: Any = bindparam("event_ids", expanding=True)
 _LOCK_FOR_APPEND = select(
     conversations,
     select(events.c.seq)
-    .where(events.c.conversation_id == conversations.c.id, events.c.event_id.in_(_STORED_IDS))
+    # The conversation is named, not correlated to the outer row: a sharded server routes a
+    # subquery by its own equality on the distribution column (docs/distribution.md).
+    .where(
+        events.c.conversation_id == bindparam("conversation_id"),
+        events.c.event_id.in_(_STORED_IDS),
+    )
     .exists()
     .label("has_stored"),
 ).where(conversations.c.id == bindparam("conversation_id"))

@@ -20,7 +20,7 @@ from sqlalchemy import Connection, Engine
 
 from viewstore.chain import resolve_key
 from viewstore.errors import InvalidArgumentError
-from viewstore.store import fast_path, migrate, reads, slow
+from viewstore.store import migrate, reads, slow
 from viewstore.store.engine import (
     WRITE,
     check_engine,
@@ -29,6 +29,7 @@ from viewstore.store.engine import (
     create_engine_for,
     default_url,
 )
+from viewstore.store.fast_path import Tails
 from viewstore.store.inputs import DEFAULT_MAX_EVENT_BYTES, check_integer
 from viewstore.store.translate import translated
 
@@ -52,10 +53,15 @@ class StoreCore:
         schema: str | None = None,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         chain_key: str | bytes | None = None,
+        fast_path: bool = True,
     ) -> None:
         """``chain_key``: a secret that makes each event's hash an HMAC only its holders can
         compute (default: ``VIEWSTORE_CHAIN_KEY``; neither: plain SHA-256). Every writer and
-        every verifier of a keyed store needs the same key; it is never stored."""
+        every verifier of a keyed store needs the same key; it is never stored.
+
+        ``fast_path=False`` sends every append down the ordinary path. On a server that shards
+        the tables by conversation (Citus) each of that path's statements goes to one shard,
+        while the PostgreSQL fast path's single statement does not (docs/distribution.md)."""
         self._chain_key = resolve_key(chain_key)
         check_schema(schema)
         if isinstance(url_or_engine, Engine):
@@ -68,7 +74,8 @@ class StoreCore:
             self._owns_engine = True
         self.schema = schema
         self.max_event_bytes = check_integer("max_event_bytes", max_event_bytes, minimum=1)
-        self._tails = fast_path.Tails()
+        self._tails = Tails()
+        self._fast = bool(fast_path)
         self._slow = slow.threshold()
 
     # -- lifecycle ----------------------------------------------------------------------

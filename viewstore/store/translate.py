@@ -173,6 +173,24 @@ def _first_line(text: str) -> str:
     return lines[0].strip() if lines else text
 
 
+_UNIQUE_VIOLATION = "23505"
+# Citus relays a worker's unique violation as an internal error with PostgreSQL's message.
+_RELAYED_UNIQUE = re.compile(r"duplicate key value violates unique constraint")
+
+
+def is_unique_violation(sqlstate: str | None, message: str) -> bool:
+    """Whether a server error is a unique-key violation, in any form a server sends one:
+    SQLSTATE 23505, or (Citus, from a worker) XX000 carrying the same message."""
+    if sqlstate == _UNIQUE_VIOLATION:
+        return True
+    return sqlstate == "XX000" and _RELAYED_UNIQUE.search(message) is not None
+
+
+def unique_violation(error: BaseException) -> bool:
+    """``is_unique_violation`` of a driver error (psycopg's carry their SQLSTATE)."""
+    return is_unique_violation(getattr(error, "sqlstate", None), str(error))
+
+
 @contextmanager
 def translated() -> Iterator[None]:
     try:
