@@ -86,6 +86,17 @@ class ConversationNotFoundError(ViewstoreError, LookupError):
         super().__init__(f"conversation {conversation_id!r} not found")
 
 
+class ConversationErasedError(ViewstoreError):
+    """The conversation was erased (``EventStore.erase``); its id is not used again."""
+
+    def __init__(self, conversation_id: str, erased_at: str) -> None:
+        self.conversation_id = conversation_id
+        super().__init__(
+            f"conversation {conversation_id!r} was erased at {erased_at}: its id cannot be "
+            "appended to again (see store.tombstone())"
+        )
+
+
 class ConcurrencyError(ViewstoreError):
     """The conversation's version is not the one the caller expected.
 

@@ -196,3 +196,32 @@ def test_the_shared_reader_of_migration_0002_reads_nothing_any_more(fresh_pg_url
             _refused(engine, "SELECT * FROM attention_window")
         finally:
             engine.dispose()
+
+
+def test_only_the_owner_erases(fresh_pg_url: str) -> None:
+    """The writer appends and keeps base states but cannot erase (no DELETE on the log, no
+    INSERT of tombstones), nor can the reader; the owner can (migration 0010)."""
+    with EventStore(fresh_pg_url) as owner:
+        owner.create_schema()
+        owner.append("c", condensed_history())
+    database = _database(fresh_pg_url)
+    for kind in ("writer", "reader"):
+        with (
+            login_in(fresh_pg_url, role_name(kind, database)) as login,
+            EventStore(as_login(fresh_pg_url, login)) as store,
+        ):
+            if kind == "writer":
+                store.save_base_state("c", "{}", at_version=store.version("c"))
+            with pytest.raises(StorageError, match=REFUSED):
+                store.erase("c", reason="not mine to erase")
+            engine = create_engine(normalize_url(as_login(fresh_pg_url, login)))
+            _refused(
+                engine,
+                "INSERT INTO tombstones VALUES ('c', 1, 'h', now(), now(), now(), 'r', NULL)",
+            )
+            _refused(engine, "DELETE FROM events WHERE conversation_id = 'c'")
+            engine.dispose()
+    with EventStore(fresh_pg_url) as owner:
+        assert owner.version("c") == len(condensed_history())
+        owner.erase("c", reason="the owner may")
+        assert owner.conversation_ids() == []

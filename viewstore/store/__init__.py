@@ -8,6 +8,7 @@ from viewstore.store.records import (
     ConversationReport,
     StoredEvent,
     StoredView,
+    Tombstone,
     VerifyReport,
     ViewPage,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "EventStore",
     "StoredEvent",
     "StoredView",
+    "Tombstone",
     "VerifyReport",
     "ViewPage",
 ]

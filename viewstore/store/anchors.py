@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, and_, func, select
 
 from viewstore.errors import CheckpointError
+from viewstore.store import erasure
 from viewstore.store.derived import aware
 from viewstore.store.records import ConversationReport
 from viewstore.store.schema import events
@@ -152,8 +153,20 @@ def compare(stored: list[Row[Any]], anchor: Head, checkpoint: Checkpoint) -> lis
 
 
 def missing(conn: Connection, key: str, checkpoint: Checkpoint) -> ConversationReport:
-    """The report of a conversation the checkpoint saw and the database no longer holds."""
+    """The report of a conversation the checkpoint saw and the database no longer holds:
+    erased (its tombstone says so, and held at least what the checkpoint saw) is a note,
+    anything else a problem."""
     anchor = checkpoint.heads[key]
+    erased = erasure.tombstone(conn, key)
+    if erased is not None and erased.events >= anchor.seq:
+        same_head = erased.events > anchor.seq or erased.last_hash == anchor.hash
+        if same_head:
+            note = (
+                f"erased at {erased.erased_at.isoformat()} ({erased.reason}), with "
+                f"{erased.events} events; the checkpoint of {checkpoint.taken_at} saw "
+                f"{anchor.seq}"
+            )
+            return ConversationReport(conversation_id=key, version=0, notes=[note])
     problem = (
         f"the conversation is missing: the checkpoint of {checkpoint.taken_at} saw "
         f"{anchor.seq} events"

@@ -9,13 +9,13 @@ log, whatever the conversations' sizes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import Connection, and_, func, select
 
 from viewstore.errors import InvalidArgumentError
-from viewstore.store.reads import aware
+from viewstore.store.reads import aware, comparable
 from viewstore.store.schema import conversations, events
 
 Order = Literal["id", "created_at", "updated_at", "version", "view_length"]
@@ -95,11 +95,7 @@ def _filtered(
     if search:
         query = query.where(c.c.id.contains(search, autoescape=True))
     if updated_since is not None:
-        # SQLite compares the stored text: give it the same UTC form the store writes.
-        since = updated_since.astimezone(UTC)
-        if conn.dialect.name == "sqlite":
-            since = since.replace(tzinfo=None)
-        query = query.where(c.c.updated_at >= since)
+        query = query.where(c.c.updated_at >= comparable(conn, updated_since))
     if min_view_length is not None:
         query = query.where(c.c.view_length >= min_view_length)
     return query

@@ -21,6 +21,7 @@ from viewstore.errors import (
 from viewstore.events import Event, Role, parse_event
 from viewstore.projector import Projection, ProjectionState, needs_view, project
 from viewstore.store import (
+    erasure,
     fast_path,
     migrate,
     reads,
@@ -41,6 +42,7 @@ from viewstore.store.inputs import (
     new_conversation_key,
     parse_batch,
 )
+from viewstore.store.lifecycle_api import LifecycleMethods
 from viewstore.store.records import (
     AppendResult,
     StoredEvent,
@@ -67,7 +69,7 @@ def _at(point: str) -> None:
         append_hook(point)
 
 
-class EventStore(Browsing, AdapterMethods, AuditMethods):
+class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods):
     """Events, condensations, and each conversation's live view and indices, in SQL.
 
     ``url_or_engine``: a database URL (default: ``VIEWSTORE_URL``, else
@@ -179,6 +181,8 @@ class EventStore(Browsing, AdapterMethods, AuditMethods):
         row, maybe_stored = rows.lock_for_append(conn, key, [e.id for e in batch])
         if row is None and not batch:
             return AppendResult(conversation_id=key, version=0), None
+        if row is None:
+            erasure.refuse_if_erased(conn, key)
         if row is None and not expected:
             # Create the row (or wait for a racing creator's and lock it) before any check, so
             # the version and dedupe checks below see what a concurrent first append wrote.

@@ -198,6 +198,13 @@ def read_events(
     ]
 
 
+def comparable(conn: Connection, value: datetime) -> datetime:
+    """``value`` as a bound parameter that compares with stored times: SQLite compares the
+    stored text, written in UTC without an offset, so it gets the same form."""
+    utc = value.astimezone(UTC)
+    return utc.replace(tzinfo=None) if conn.dialect.name == "sqlite" else utc
+
+
 def aware(value: datetime) -> datetime:
     """SQLite keeps no offset: its timestamps were written in UTC, so say so."""
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)

@@ -142,3 +142,31 @@ class CondensationRecord:
     summary: str | None
     summary_offset: int | None
     forgotten: tuple[tuple[str, bool], ...]
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    """What is left of an erased conversation (``store.erase()``): how many events it had,
+    the hash its chain ended on, when it was created, last appended to and erased, why, and
+    (PostgreSQL) by which database user."""
+
+    conversation_id: str
+    events: int
+    last_hash: str
+    created_at: datetime
+    updated_at: datetime
+    erased_at: datetime
+    reason: str
+    erased_by: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "conversation_id": self.conversation_id,
+            "events": self.events,
+            "last_hash": self.last_hash,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+            "erased_at": self.erased_at.isoformat(),
+            "reason": self.reason,
+            "erased_by": self.erased_by,
+        }

@@ -213,3 +213,20 @@ base_states = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False),
     PrimaryKeyConstraint("conversation_id"),
 )
+
+# One row per erased conversation (``EventStore.erase``): what it was, when and why it went.
+# Append-only like the log; its row is also what lets the log's guard delete that conversation's
+# events, and only them (migration 0010).
+tombstones = Table(
+    "tombstones",
+    metadata,
+    Column("conversation_id", CONVERSATION_ID, nullable=False),
+    Column("events", BigInteger, nullable=False),
+    Column("last_hash", String(64), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("erased_at", DateTime(timezone=True), nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("erased_by", String(255), nullable=True),
+    PrimaryKeyConstraint("conversation_id"),
+)

@@ -6,7 +6,7 @@ and never commit. Driver errors are translated on the way out by ``translated()`
 methods themselves live in a few small classes, one per concern, that ``EventStore`` joins:
 ``event_store`` (appending, reading a view or log, the feed), ``browsing`` (the catalogue,
 condensations, events by id), ``adapter_api`` (what an adapter such as viewstore.openhands
-needs) and ``audit_api`` (replay, verify, checkpoint, rebuild).
+needs), ``audit_api`` (replay, verify, checkpoint, rebuild) and ``lifecycle_api`` (erase).
 """
 
 from __future__ import annotations

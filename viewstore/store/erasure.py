@@ -1,0 +1,106 @@
+"""Row-level SQL for erasing a conversation: its tombstone, then every row it had.
+
+Like ``rows``, every function takes an open ``Connection`` and never commits. The tombstone is
+written first: the log's guard (migration 0010) deletes a conversation's events only when
+its tombstone exists, so no other path can remove them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, delete, insert, select, text
+
+from viewstore.errors import ConversationErasedError, ConversationNotFoundError
+from viewstore.store.reads import aware, comparable
+from viewstore.store.records import Tombstone
+from viewstore.store.rows import lock_conversation
+from viewstore.store.schema import (
+    base_states,
+    condensation_forgotten,
+    condensations,
+    conversations,
+    events,
+    manipulation_indices,
+    tombstones,
+    view_entries,
+)
+
+# Children before parents: the foreign keys point from each table to the one after it.
+_ROWS_OF = (
+    (condensation_forgotten, condensation_forgotten.c.conversation_id),
+    (condensations, condensations.c.conversation_id),
+    (view_entries, view_entries.c.conversation_id),
+    (manipulation_indices, manipulation_indices.c.conversation_id),
+    (base_states, base_states.c.conversation_id),
+    (events, events.c.conversation_id),
+    (conversations, conversations.c.id),
+)
+
+
+def tombstone(conn: Connection, conversation_id: str) -> Tombstone | None:
+    row = conn.execute(
+        select(tombstones).where(tombstones.c.conversation_id == conversation_id)
+    ).first()
+    return None if row is None else _tombstone(row)
+
+
+def refuse_if_erased(conn: Connection, conversation_id: str) -> None:
+    """Raise ``ConversationErasedError`` if the conversation was erased (an id is never
+    reused: a new conversation under it would read as the old one to anyone holding its
+    tombstone or an old checkpoint)."""
+    found = tombstone(conn, conversation_id)
+    if found is not None:
+        raise ConversationErasedError(conversation_id, found.erased_at.isoformat())
+
+
+def erase(conn: Connection, conversation_id: str, reason: str, now: datetime) -> Tombstone:
+    """Delete every row of the conversation and leave its tombstone, in the caller's
+    transaction; the conversation row is locked first, as an append locks it."""
+    row = lock_conversation(conn, conversation_id)
+    if row is None:
+        refuse_if_erased(conn, conversation_id)
+        raise ConversationNotFoundError(conversation_id)
+    erased_by = None
+    if conn.dialect.name == "postgresql":
+        erased_by = conn.execute(text("SELECT current_user")).scalar()
+    values = {
+        "conversation_id": conversation_id,
+        "events": row.version,
+        "last_hash": row.last_hash,
+        "created_at": row.created_at,
+        "updated_at": row.updated_at,
+        "erased_at": now,
+        "reason": reason,
+        "erased_by": erased_by,
+    }
+    conn.execute(insert(tombstones).values(values))
+    for table, column in _ROWS_OF:
+        conn.execute(delete(table).where(column == conversation_id))
+    return _tombstone(values)
+
+
+def inactive(conn: Connection, before: datetime, limit: int) -> list[str]:
+    """Up to ``limit`` conversations last appended to before ``before``, oldest first."""
+    query = (
+        select(conversations.c.id)
+        .where(conversations.c.updated_at < comparable(conn, before))
+        .order_by(conversations.c.updated_at, conversations.c.id)
+        .limit(limit)
+    )
+    return [row.id for row in conn.execute(query)]
+
+
+def _tombstone(row: Any) -> Tombstone:
+    values = row if isinstance(row, dict) else row._mapping
+    return Tombstone(
+        conversation_id=values["conversation_id"],
+        events=int(values["events"]),
+        last_hash=values["last_hash"],
+        created_at=aware(values["created_at"]),
+        updated_at=aware(values["updated_at"]),
+        erased_at=aware(values["erased_at"]),
+        reason=values["reason"],
+        erased_by=values["erased_by"],
+    )
