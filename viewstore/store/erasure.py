@@ -55,13 +55,22 @@ def refuse_if_erased(conn: Connection, conversation_id: str) -> None:
         raise ConversationErasedError(conversation_id, found.erased_at.isoformat())
 
 
-def erase(conn: Connection, conversation_id: str, reason: str, now: datetime) -> Tombstone:
+def erase(
+    conn: Connection,
+    conversation_id: str,
+    reason: str,
+    now: datetime,
+    inactive_before: datetime | None = None,
+) -> Tombstone | None:
     """Delete every row of the conversation and leave its tombstone, in the caller's
-    transaction; the conversation row is locked first, as an append locks it."""
+    transaction; the conversation row is locked first, as an append locks it. With
+    ``inactive_before``, only if its last append was before then (else None)."""
     row = lock_conversation(conn, conversation_id)
     if row is None:
         refuse_if_erased(conn, conversation_id)
         raise ConversationNotFoundError(conversation_id)
+    if inactive_before is not None and aware(row.updated_at) >= inactive_before:
+        return None
     erased_by = None
     if conn.dialect.name == "postgresql":
         erased_by = conn.execute(text("SELECT current_user")).scalar()

@@ -1,0 +1,140 @@
+"""``viewstore erase`` and ``viewstore prune``, run as a user runs them, on both backends."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import text
+
+from viewstore import EventStore
+
+from ..ops._helpers import message
+from ._process import SCRIPT, clean_env, error_line, run
+
+
+def _store(url: str, names: list[str]) -> EventStore:
+    store = EventStore(url)
+    store.create_schema()
+    for name in names:
+        store.append(name, [message(f"{name}-1"), message(f"{name}-2")])
+    return store
+
+
+def _age(store: EventStore, names: list[str], days: int) -> None:
+    """Make conversations look last appended to ``days`` ago (the conversation row is not
+    append-only; only the log is)."""
+    then: object = datetime.now(UTC) - timedelta(days=days)
+    if store.engine.dialect.name == "sqlite":  # the text form the store writes there
+        then = f"{then:%Y-%m-%d %H:%M:%S.%f}"
+    with store.engine.begin() as conn:
+        for name in names:
+            conn.execute(
+                text("UPDATE conversations SET updated_at = :t WHERE id = :c"),
+                {"t": then, "c": name},
+            )
+
+
+def test_erase_prints_the_tombstone(db_url: str) -> None:
+    store = _store(db_url, ["a", "b"])
+    done = run("erase", "a", "--reason", "asked", "--json", url=db_url)
+    assert done.returncode == 0, done.stderr
+    tombstone = json.loads(done.stdout)
+    assert (tombstone["conversation_id"], tombstone["events"], tombstone["reason"]) == (
+        "a",
+        2,
+        "asked",
+    )
+    assert store.conversation_ids() == ["b"]
+    assert "not found" in error_line(run("erase", "nope", "--reason", "x", url=db_url))
+    assert "was erased" in error_line(run("erase", "a", "--reason", "x", url=db_url))
+    line = error_line(run("append", "a", "-", url=db_url, input=json.dumps(message("x"))))
+    assert "was erased" in line
+    store.close()
+
+
+def test_prune_dry_run_then_prune(db_url: str) -> None:
+    store = _store(db_url, ["old1", "old2", "recent"])
+    _age(store, ["old1", "old2"], days=100)
+    dry = run("prune", "--inactive-for", "90d", "--dry-run", url=db_url)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.split() == ["old1", "old2"]
+    assert sorted(store.conversation_ids()) == ["old1", "old2", "recent"]
+    done = run("prune", "--inactive-for", "90d", "--json", url=db_url)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["erased"] == ["old1", "old2"]
+    assert store.conversation_ids() == ["recent"]
+    assert store.tombstone("old1").reason == "retention: inactive for 90d"  # type: ignore[union-attr]
+    again = run("prune", "--inactive-for", "90d", "--json", url=db_url)
+    assert json.loads(again.stdout)["erased"] == []
+    store.close()
+
+
+@pytest.mark.parametrize("period", ["0d", "90", "d", "90y", "-1d", "9999999d"])
+def test_prune_refuses_a_bad_period(sqlite_url: str, period: str) -> None:
+    _store(sqlite_url, ["a"]).close()
+    assert "--inactive-for" in error_line(run("prune", "--inactive-for", period, url=sqlite_url))
+
+
+def test_a_killed_prune_leaves_whole_conversations_and_a_rerun_finishes(db_url: str) -> None:
+    """SIGKILL in the middle of a prune: each conversation is erased whole or not at all
+    (every survivor is complete, every tombstone matches a conversation that is gone), and
+    running the prune again erases the rest. (``verify`` would flag the survivors' aged
+    ``updated_at``: that is how the test makes them inactive.)"""
+    names = [f"c{i:03d}" for i in range(60)]
+    store = _store(db_url, [])
+    for name in names:
+        store.append(name, [message(f"{name}-{j}") for j in range(20)])
+    _age(store, names, days=100)
+    process = subprocess.Popen(
+        [SCRIPT, "--url", db_url, "prune", "--inactive-for", "90d"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=clean_env(),
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(store.conversation_ids()) > 45:
+        time.sleep(0.01)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    left = store.conversation_ids()
+    assert 0 < len(left) < len(names), "the prune was not caught in the middle"
+    for name in names:
+        assert (name in left) != (store.tombstone(name) is not None), name
+    for name in left:
+        assert [e.seq for e in store.events(name)] == list(range(1, 21))
+        assert store.view(name).event_ids == store.replay(name).event_ids
+    done = run("prune", "--inactive-for", "90d", url=db_url)
+    assert done.returncode == 0, done.stderr
+    assert store.conversation_ids() == []
+    assert all(store.tombstone(name) is not None for name in names)
+    store.close()
+
+
+def test_erase_holds_nothing_half_done_when_killed(db_url: str) -> None:
+    """SIGKILL during an erase of a long conversation, again and again: it is always there
+    whole or gone whole."""
+    store = _store(db_url, [])
+    store.append("long", [message(f"m{j}") for j in range(3000)])
+    code = (
+        "import sys\n"
+        "from viewstore import EventStore\n"
+        "EventStore(sys.argv[1]).erase('long', reason='killed')\n"
+    )
+    for delay in (0.05, 0.15, 0.3, 0.6, 1.0):
+        process = subprocess.Popen([sys.executable, "-c", code, db_url], env=clean_env())
+        time.sleep(delay)
+        process.kill()
+        process.wait()
+        if store.tombstone("long") is not None:
+            assert store.conversation_ids() == []
+            break
+        assert store.version("long") == 3000
+        assert store.verify("long").ok
+    store.close()

@@ -1,0 +1,95 @@
+"""Commands that remove data, the sanctioned way: erase (one conversation) and prune (every
+conversation inactive for longer than a retention period). Each erasure is one transaction
+that leaves a tombstone (``EventStore.erase``)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import click
+from rich.progress import Progress
+
+from viewstore.cli.app import Context, UserError, cli, json_option, pass_state, printable
+
+_DURATION = re.compile(r"^\s*(\d{1,6})\s*([dhms])\s*$")
+_UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
+#: Conversations looked up per round of a prune; each is then erased in its own transaction.
+BATCH = 100
+DRY_RUN_LIMIT = 10**9
+
+
+def parse_duration(text: str) -> timedelta:
+    """``90d``, ``12h``, ``30m``, ``45s``."""
+    match = _DURATION.match(text)
+    if match is None or int(match.group(1)) == 0:
+        raise UserError(
+            f"--inactive-for must be a positive number and a unit d, h, m or s (like 90d), "
+            f"got {printable(text)!r}"
+        )
+    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+@cli.command()
+@click.argument("conversation")
+@click.option("--reason", required=True, help="Why (kept in the tombstone).")
+@json_option
+@pass_state
+def erase(state: Context, conversation: str, reason: str, as_json: bool) -> None:
+    """Erase a conversation: all its rows go, a tombstone stays."""
+    tombstone = state.store.erase(conversation, reason=reason)
+    if as_json:
+        state.print_json(tombstone.to_dict())
+        return
+    state.out.print(
+        f"erased {printable(tombstone.conversation_id)}: {tombstone.events} events, "
+        f"chain ended at {tombstone.last_hash}",
+        markup=False,
+    )
+
+
+@cli.command()
+@click.option(
+    "--inactive-for",
+    "inactive_for",
+    required=True,
+    metavar="DURATION",
+    help="Erase conversations not appended to for this long (90d, 12h, 30m, 45s).",
+)
+@click.option("--reason", default=None, help="Kept in each tombstone (default: the policy).")
+@click.option("--dry-run", is_flag=True, help="List what would be erased; erase nothing.")
+@json_option
+@pass_state
+def prune(
+    state: Context, inactive_for: str, reason: str | None, dry_run: bool, as_json: bool
+) -> None:
+    """Erase every conversation inactive for longer than a retention period."""
+    period = parse_duration(inactive_for)
+    before = datetime.now(UTC) - period
+    why = reason or f"retention: inactive for {inactive_for.strip()}"
+    erased: list[str] = []
+    if dry_run:
+        found = state.store.inactive_conversations(before=before, limit=DRY_RUN_LIMIT)
+        if as_json:
+            state.print_json({"dry_run": True, "before": before.isoformat(), "would_erase": found})
+        else:
+            for key in found:
+                state.out.print(printable(key), markup=False)
+            state.err.print(f"would erase {len(found)} conversation(s) (dry run)")
+        return
+    # Each round looks up a batch and erases it one transaction at a time: an interrupted
+    # prune leaves whole conversations either erased or not, and running it again finishes.
+    with Progress(console=state.err, disable=not state.err.is_terminal) as progress:
+        task = progress.add_task("pruning", total=None)
+        while batch := state.store.inactive_conversations(before=before, limit=BATCH):
+            for key in batch:
+                # Appended to since it was listed: no longer inactive, so it stays.
+                if state.store.erase(key, reason=why, inactive_before=before) is not None:
+                    erased.append(key)
+                progress.advance(task)
+    if as_json:
+        state.print_json({"dry_run": False, "before": before.isoformat(), "erased": erased})
+    else:
+        state.out.print(
+            f"erased {len(erased)} conversation(s) inactive since {before:%Y-%m-%d %H:%M} UTC"
+        )
