@@ -123,6 +123,16 @@ def fresh_pg_url(pg_admin_engine: Engine, pg_server_url: str) -> Iterator[str]:
         _drop_database(pg_admin_engine, name)
 
 
+@pytest.fixture
+def second_pg_url(pg_admin_engine: Engine, pg_server_url: str) -> Iterator[str]:
+    """Another brand-new PostgreSQL database, for a test that compares two."""
+    name, url = _create_database(pg_admin_engine, pg_server_url)
+    try:
+        yield url
+    finally:
+        _drop_database(pg_admin_engine, name)
+
+
 # --------------------------------------------------------------------------- SQLite / both
 
 
@@ -132,14 +142,48 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'store.db'}"
 
 
+#: Partitions of the third layout (``viewstore init --partitions``).
+PARTITIONS = 4
+#: A test module that sets this to True also runs its ``db_url`` tests on a store whose tables
+#: are hash-partitioned; the others deselect that layout (docs/distribution.md).
+PARTITIONED_TOO = "PARTITIONED_TOO"
+
+
 @pytest.fixture(
-    params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("postgres_partitioned", marks=pytest.mark.postgres),
+    ],
 )
 def db_url(request: pytest.FixtureRequest) -> str:
-    """URL of a fresh empty database of each backend: ``EventStore(db_url)``."""
+    """URL of a fresh database of each layout: ``EventStore(db_url)``. SQLite and plain
+    PostgreSQL are empty; the partitioned layout holds a new store already partitioned
+    (its ``create_schema()`` then finds it at head)."""
     if request.param == "sqlite":
         return str(request.getfixturevalue("sqlite_url"))
-    return str(request.getfixturevalue("fresh_pg_url"))
+    url = str(request.getfixturevalue("fresh_pg_url"))
+    if request.param == "postgres_partitioned":
+        from viewstore import EventStore  # noqa: PLC0415
+
+        with EventStore(url) as store:
+            store.create_schema(partitions=PARTITIONS)
+    return url
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    keep, drop = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        layout = callspec.params.get("db_url") if callspec is not None else None
+        module = getattr(item, "module", None)
+        if layout == "postgres_partitioned" and not getattr(module, PARTITIONED_TOO, False):
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,9 @@ from viewstore import EventStore
 from ._helpers import backend, message
 from ._workers import concurrency_worker
 
+#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
+PARTITIONED_TOO = True
+
 WORKERS = 4
 STEPS = 500  # appends per worker: 2,000 per backend, 4,000 in all
 SHARED = ["shared-0", "shared-1"]

@@ -17,6 +17,9 @@ from viewstore import AppendResult, EventStore
 from ._helpers import dump, message
 from ._workers import crash_writer, fast_writer
 
+#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
+PARTITIONED_TOO = True
+
 POINTS = ["after_events", "after_view_rows", "before_commit"]
 READY_DEADLINE = 30.0
 RELEASE_DEADLINE = 30.0  # PostgreSQL: the server rolls the dead session back

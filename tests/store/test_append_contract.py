@@ -21,6 +21,9 @@ from viewstore import (
 
 from ._helpers import A, C, E, M, O, Payload, R, S, U, X, dump, triple
 
+#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
+PARTITIONED_TOO = True
+
 CID = "conv-1"
 
 

@@ -19,6 +19,9 @@ from viewstore.store import event_store, rows
 
 from ._helpers import A, C, M, O, Payload, R, S, U, dump
 
+#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
+PARTITIONED_TOO = True
+
 CID = "conv"
 
 

@@ -19,6 +19,9 @@ from viewstore import ConcurrencyError, ConversationNotFoundError, EventStore, I
 
 from ._helpers import A, C, O, R, S, U, count_rows, triple
 
+#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
+PARTITIONED_TOO = True
+
 STEPS = [
     [S(), U("u1")],
     [A("a1", "tc1", "r1"), A("a2", "tc2", "r1")],

@@ -20,6 +20,9 @@ from viewstore.store import event_store, fast_path
 
 from ._helpers import A, C, M, O, Payload, R, S, U, X, dump, history
 
+#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
+PARTITIONED_TOO = True
+
 CID = "conv"
 
 

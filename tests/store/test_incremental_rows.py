@@ -18,6 +18,9 @@ from viewstore.store import event_store, fast_path
 
 from ._helpers import A, C, M, O, Payload, R, U, X, count_rows, history
 
+#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
+PARTITIONED_TOO = True
+
 WRITES = ("INSERT", "UPDATE", "DELETE")
 PROJECTION_TABLES = ("view_entries", "manipulation_indices")
 

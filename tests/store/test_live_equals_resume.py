@@ -15,6 +15,9 @@ from tests.view.test_hypothesis import streams
 from viewstore import EventStore
 from viewstore.events import Event
 
+#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
+PARTITIONED_TOO = True
+
 
 def _agrees(store: EventStore, conversation: str) -> bool:
     live, resume = store.view(conversation), store.resume_view(conversation)

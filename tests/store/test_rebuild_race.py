@@ -21,6 +21,9 @@ from viewstore.store import event_store
 
 from ._helpers import M, S, U
 
+#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
+PARTITIONED_TOO = True
+
 CID = "conv"
 WAIT = 30.0
 

@@ -30,6 +30,9 @@ from viewstore import (
 
 from ._helpers import A, C, E, M, O, Payload, R, U, X, dump, triple
 
+#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
+PARTITIONED_TOO = True
+
 SETTINGS = settings(
     max_examples=10,
     stateful_step_count=25,

@@ -10,6 +10,9 @@ from viewstore import EventStore
 
 from ._helpers import A, C, M, O, R, S, U, triple
 
+#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
+PARTITIONED_TOO = True
+
 CID = "conv"
 
 

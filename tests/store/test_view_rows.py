@@ -19,6 +19,9 @@ from viewstore.store.stored_events import StoredEvents
 
 from ._helpers import A, C, M, O, R, S, U, Vector, X, load_vectors
 
+#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
+PARTITIONED_TOO = True
+
 CID = "conv"
 TIMESTAMP = "2026-01-02T03:04:05.678901"
 

@@ -29,11 +29,17 @@ from viewstore.store.records import VerifyReport
 
 
 @cli.command()
+@click.option(
+    "--partitions",
+    type=click.IntRange(1, 1024),
+    default=None,
+    help="PostgreSQL, a new store: hash-partition every table into N partitions.",
+)
 @json_option
 @pass_state
-def init(state: Context, as_json: bool) -> None:
+def init(state: Context, partitions: int | None, as_json: bool) -> None:
     """Create or migrate the database schema to the newest revision."""
-    state.store.create_schema()
+    state.store.create_schema(partitions=partitions)
     head = state.store.schema_revision()
     if as_json:
         state.print_json({"revision": head})

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, Engine, inspect, text
 
+from viewstore.errors import InvalidArgumentError
 from viewstore.store import revisions
 from viewstore.store.engine import WRITE
 
@@ -58,9 +59,12 @@ def alembic_config(connection: Connection | None = None, schema: str | None = No
     return config
 
 
-def upgrade(engine: Engine, schema: str | None, revision: str = "head") -> None:
+def upgrade(
+    engine: Engine, schema: str | None, revision: str = "head", partitions: int | None = None
+) -> None:
     """Create the schema if needed, adopt a legacy version row, and migrate to ``revision``,
-    in one transaction (PostgreSQL's DDL is transactional)."""
+    in one transaction (PostgreSQL's DDL is transactional). ``partitions``: a new store's
+    tables are then hash-partitioned (``viewstore.store.partitions``), in that transaction."""
     from alembic import command  # noqa: PLC0415 - see the module docstring
 
     # Processes that migrate one database at once take turns under the migration lock; the
@@ -74,10 +78,26 @@ def upgrade(engine: Engine, schema: str | None, revision: str = "head") -> None:
         before = _current(conn, schema)
         revisions.check_known(before, alembic_config())
         command.upgrade(alembic_config(conn, schema), revision)
+        if partitions is not None:
+            _partition(conn, before, partitions)
         after = _current(conn, schema)
         conn.commit()
     if before != after:
         log.info("migrated the viewstore schema from %s to %s", before or "empty", after)
+
+
+def _partition(conn: Connection, before: str | None, partitions: int) -> None:
+    from viewstore.store import partitions as layout  # noqa: PLC0415 - PostgreSQL only
+
+    found = layout.partition_count(conn)
+    if found == partitions:
+        return  # partitioned so already: init is idempotent
+    if before is not None or found:
+        raise InvalidArgumentError(
+            f"--partitions applies to a new store: this one exists already "
+            f"({found or 'no'} partitions)"
+        )
+    layout.partition(conn, partitions)
 
 
 def current_revision(engine: Engine, schema: str | None) -> str | None:

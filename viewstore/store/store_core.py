@@ -19,7 +19,7 @@ from typing import Any, Self
 from sqlalchemy import Connection, Engine
 
 from viewstore.chain import resolve_key
-from viewstore.errors import InvalidArgumentError
+from viewstore.errors import InvalidArgumentError, UnsupportedDatabaseError
 from viewstore.store import migrate, reads, slow
 from viewstore.store.engine import (
     WRITE,
@@ -31,6 +31,7 @@ from viewstore.store.engine import (
 )
 from viewstore.store.fast_path import Tails
 from viewstore.store.inputs import DEFAULT_MAX_EVENT_BYTES, check_integer
+from viewstore.store.partitions import check_count
 from viewstore.store.translate import translated
 
 ConversationId = str | uuid.UUID
@@ -80,7 +81,7 @@ class StoreCore:
 
     # -- lifecycle ----------------------------------------------------------------------
 
-    def create_schema(self) -> None:
+    def create_schema(self, *, partitions: int | None = None) -> None:
         """Migrate the database to the newest schema (``alembic upgrade head``), in its own
         version table (``viewstore_alembic_version``; see ``viewstore.store.migrate``).
 
@@ -90,9 +91,18 @@ class StoreCore:
         Processes that run it at once on one database take turns: the migration, and the
         check of the revision it starts from, run under a lock (see ``revisions.migration_lock``),
         so one migrates and the others then find the schema at head.
+
+        ``partitions`` (PostgreSQL, a new store): every table hash-partitioned by its
+        conversation column into that many partitions (``viewstore.store.partitions``).
         """
+        if partitions is not None:
+            check_count(partitions)
+            if self.engine.dialect.name != "postgresql":
+                raise UnsupportedDatabaseError(
+                    "partitioned tables need PostgreSQL; an SQLite store is one file"
+                )
         with translated():
-            migrate.upgrade(self.engine, self.schema)
+            migrate.upgrade(self.engine, self.schema, partitions=partitions)
 
     def schema_revision(self) -> str | None:
         """The Alembic revision the database is at (``None``: no viewstore schema yet)."""
