@@ -5,9 +5,10 @@
 The PostgreSQL server URL defaults to ``VIEWSTORE_TEST_POSTGRES_URL``; a fresh database is
 created on it for the run and dropped afterwards. SQLite runs on a temporary file. Results are
 printed and written to ``benchmarks/results/`` (cli.json, view.json, store-sqlite.json,
-store-postgresql.json, web-sqlite.json, web-postgresql.json, partitions.json, and
-openhands-sqlite.json / openhands-postgresql.json where the OpenHands SDK is installed). ``--quick`` shrinks every size,
-for a smoke test of the suite itself: its figures mean nothing.
+store-postgresql.json, web-sqlite.json, web-postgresql.json, server-append.json,
+partitions.json, and openhands-sqlite.json / openhands-postgresql.json where the OpenHands SDK
+is installed).
+``--quick`` shrinks every size, for a smoke test of the suite itself: its figures mean nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +25,14 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from benchmarks import bench_cli, bench_partitions, bench_store, bench_view, bench_web
+from benchmarks import (
+    bench_cli,
+    bench_partitions,
+    bench_server_append,
+    bench_store,
+    bench_view,
+    bench_web,
+)
 from viewstore.store.roles import role_names
 
 QUICK_VIEW = ["--events", "600", "--repeat", "3", "--block", "50"]
@@ -45,6 +53,7 @@ def _openhands(url: str, results: Path, backend: str, quick: bool) -> None:
         ["--url", url, "--output", str(output), *(QUICK_OPENHANDS if quick else [])]
     )
 QUICK_WEB = ["--events", "600", "--repeat", "2"]
+QUICK_SERVER_APPEND = ["--blocks", "3", "--block", "5"]
 QUICK_PARTITIONS = ["--blocks", "2", "--block", "5", "--conversations", "2", "--read-size", "200"]
 
 
@@ -103,6 +112,12 @@ def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
     print("\n== viewer pages, PostgreSQL", flush=True)
     with scratch_postgres(postgres_url) as url:
         bench_web.main(["--url", url, *web_args])
+    print("\n== server-side append, PostgreSQL", flush=True)
+    with scratch_postgres(postgres_url) as url:
+        bench_server_append.main(
+            ["--url", url, "--output", str(results / "server-append.json")]
+            + (QUICK_SERVER_APPEND if quick else [])
+        )
     print("\n== partitioned tables, PostgreSQL", flush=True)
     with scratch_postgres(postgres_url) as plain, scratch_postgres(postgres_url) as split:
         bench_partitions.main(

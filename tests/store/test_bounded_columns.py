@@ -66,8 +66,10 @@ class FastSpy:
         for name in ("write_postgres", "write_sqlite"):
             original = getattr(fast_path, name)
 
-            def wrapped(engine: Any, plan: fast_path.Plan, original: Any = original) -> bool:
-                ok = bool(original(engine, plan))
+            def wrapped(
+                engine: Any, plan: fast_path.Plan, original: Any = original, **options: Any
+            ) -> bool:
+                ok = bool(original(engine, plan, **options))
                 self.committed += ok
                 return ok
 

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import psycopg
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, text
 
 import viewstore
 from viewstore import EventStore
@@ -163,7 +163,7 @@ def test_every_statement_names_its_conversation(recorded: EventStore, vectors_di
 def test_the_fast_path_statement_is_the_one_that_does_not(recorded: EventStore) -> None:
     """Why a sharded store turns the fast path off: its one statement inserts what an
     UPDATE of the conversation row returns, which a sharded server cannot route."""
-    fast = EventStore(recorded.engine)
+    fast = EventStore(recorded.engine, server_append=False)
     fast.append("c", {"kind": "MessageEvent", "id": "m1"})
     _Recorder.statements = []
     fast.append("c", {"kind": "MessageEvent", "id": "m2"})
@@ -189,3 +189,27 @@ def test_a_duplicate_key_from_a_distributed_server_is_an_integrity_error() -> No
     assert translate.is_unique_violation("XX000", relayed)
     assert translate.is_unique_violation("23505", "anything")
     assert not translate.is_unique_violation("XX000", "connection to the remote node failed")
+
+
+@ON_POSTGRES[0]
+@ON_POSTGRES[1]
+def test_with_the_server_function_the_fast_path_is_one_call(recorded: EventStore) -> None:
+    """The fast path's writes as one call of ``viewstore_append`` (migration 0011), whose
+    own statements all name the conversation (``WHERE ... = p_key``)."""
+    fast = EventStore(recorded.engine)
+    fast.append("c", {"kind": "MessageEvent", "id": "m1"})
+    fast.append("c", {"kind": "MessageEvent", "id": "m2"})  # finds the function
+    _Recorder.statements = []
+    fast.append("c", {"kind": "MessageEvent", "id": "m3"})
+    assert len(_Recorder.statements) == 1
+    assert _Recorder.statements[0].startswith("SELECT viewstore_append(")
+    assert [e.event_id for e in fast.events("c")] == ["m1", "m2", "m3"]
+    with fast.engine.connect() as conn:
+        body = conn.execute(text("SELECT prosrc FROM pg_proc WHERE proname = 'viewstore_append'"))
+        source = " ".join(body.scalar_one().split())
+    statements = [s for s in re.split(r";", source) if re.search(r"\b(UPDATE|INSERT)\b", s)]
+    assert len(statements) == 5
+    for statement in statements:
+        assert re.search(r"\b(id|conversation_id) = p_key\b", statement) or re.search(
+            r"SELECT p_key,", statement
+        ), statement

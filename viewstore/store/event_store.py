@@ -26,6 +26,7 @@ from viewstore.store import (
     migrate,
     reads,
     rows,
+    server_append,
     slow,
 )
 from viewstore.store.adapter_api import AdapterMethods
@@ -168,7 +169,11 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods):
         started = time.perf_counter()
         with translated():
             if self.engine.dialect.name == "postgresql":
-                written = fast_path.write_postgres(self.engine, plan)
+                if self._server_append is None:
+                    self._server_append = server_append.available(self.engine)
+                written = fast_path.write_postgres(
+                    self.engine, plan, server_function=self._server_append
+                )
             else:
                 written = fast_path.write_sqlite(self.engine, plan)
         slow.report(time.perf_counter() - started, self._slow, "fast-path append")

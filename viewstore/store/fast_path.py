@@ -32,7 +32,7 @@ from sqlalchemy import Connection, Dialect, Engine, Table
 
 from viewstore.events import Event
 from viewstore.projector import Projection, ProjectionState, project
-from viewstore.store import rows
+from viewstore.store import rows, server_append
 from viewstore.store.schema import conversations, events, manipulation_indices, view_entries
 from viewstore.store.translate import driver_errors, unique_violation
 
@@ -220,14 +220,20 @@ def postgres_statement(dialect: Dialect, p: Plan) -> tuple[str, dict[str, Any]]:
     return "WITH " + ",\n".join(parts) + "\nSELECT count(*) FROM guard", params
 
 
-def write_postgres(engine: Engine, p: Plan) -> bool:
-    """Run the plan as one autocommit statement; False when the guard found the tail stale or
-    an id was already stored (the statement then did nothing).
+def write_postgres(engine: Engine, p: Plan, *, server_function: bool = False) -> bool:
+    """Run the plan as one autocommit statement (or, with ``server_function``, one call of
+    ``viewstore_append``: see ``server_append``); False when the guard found the tail stale
+    or an id was already stored (the statement then did nothing).
 
     It goes to the driver directly: SQLAlchemy's per-statement work and its isolation-level
     switch around a checkout cost a third of the whole append here.
     """
-    sql, params = postgres_statement(engine.dialect, p)
+    sql: str
+    params: Any
+    if server_function:
+        sql, params = server_append.call(p)
+    else:
+        sql, params = postgres_statement(engine.dialect, p)
     with engine.connect() as conn, driver_errors(conn):
         driver = conn.connection.driver_connection
         assert driver is not None

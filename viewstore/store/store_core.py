@@ -55,6 +55,7 @@ class StoreCore:
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         chain_key: str | bytes | None = None,
         fast_path: bool = True,
+        server_append: bool | None = None,
     ) -> None:
         """``chain_key``: a secret that makes each event's hash an HMAC only its holders can
         compute (default: ``VIEWSTORE_CHAIN_KEY``; neither: plain SHA-256). Every writer and
@@ -62,7 +63,11 @@ class StoreCore:
 
         ``fast_path=False`` sends every append down the ordinary path. On a server that shards
         the tables by conversation (Citus) each of that path's statements goes to one shard,
-        while the PostgreSQL fast path's single statement does not (docs/distribution.md)."""
+        while the PostgreSQL fast path's single statement does not (docs/distribution.md).
+
+        ``server_append``: on PostgreSQL the fast path calls the server-side function
+        ``viewstore_append`` (migration 0011) where the database has it (None, the default,
+        finds out); False sends the equivalent single statement instead."""
         self._chain_key = resolve_key(chain_key)
         check_schema(schema)
         if isinstance(url_or_engine, Engine):
@@ -77,6 +82,7 @@ class StoreCore:
         self.max_event_bytes = check_integer("max_event_bytes", max_event_bytes, minimum=1)
         self._tails = Tails()
         self._fast = bool(fast_path)
+        self._server_append = None if server_append is None else bool(server_append)
         self._slow = slow.threshold()
 
     # -- lifecycle ----------------------------------------------------------------------
