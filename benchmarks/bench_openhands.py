@@ -37,6 +37,7 @@ from openhands.sdk.io import LocalFileStore
 from openhands.sdk.testing import TestLLM
 from openhands.sdk.workspace import LocalWorkspace
 
+from benchmarks.bench_store import save
 from viewstore import EventStore
 from viewstore.openhands import ViewstoreFileStore, open_conversation
 
@@ -196,9 +197,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             flush=True,
         )
     result = {"backend": backend, "resume": resume, "step": step}
-    if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(result, indent=2) + "\n")
+    save(args.output, result)
     return result
 
 

@@ -14,13 +14,12 @@ each ratio is partitioned over plain.
 from __future__ import annotations
 
 import argparse
-import json
 import uuid
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_store import build, fresh_events, median, timed
+from benchmarks.bench_store import build, fresh_events, median, save, timed
 from viewstore import EventStore
 
 
@@ -99,7 +98,5 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{'' if row['met'] else '  OVER'}",
             flush=True,
         )
-    if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(result, indent=2) + "\n")
+    save(args.output, result)
     return result

@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import insert
 
-from benchmarks.bench_store import _raw_meta, fresh_events, median, raw_events, timed
+from benchmarks.bench_store import _raw_meta, fresh_events, median, raw_events, save, timed
 from viewstore import EventStore
 from viewstore.store.engine import WRITE
 
@@ -89,7 +89,5 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{result['function_vs_raw_throughput']}, target >= 0.85)",
         flush=True,
     )
-    if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(result, indent=2) + "\n")
+    save(args.output, result)
     return result

@@ -57,6 +57,13 @@ raw_events = Table(
 )
 
 
+def save(path: Path | None, result: dict[str, Any]) -> None:
+    """Write a benchmark's result as JSON where ``--output`` says (nowhere if not given)."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=2) + "\n")
+
+
 def median(samples: list[float]) -> float:
     return statistics.median(samples)
 

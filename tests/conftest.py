@@ -103,34 +103,34 @@ def _drop_database(admin: Engine, name: str) -> None:
             conn.execute(text(f'DROP ROLE IF EXISTS "{role}"'))
 
 
-@pytest.fixture(scope="session")
-def pg_session_url(pg_admin_engine: Engine, pg_server_url: str) -> Iterator[str]:
-    """A fresh database for this test run, dropped at session end."""
-    name, url = _create_database(pg_admin_engine, pg_server_url)
+@contextlib.contextmanager
+def _scratch_database(admin: Engine, server_url: str) -> Iterator[str]:
+    name, url = _create_database(admin, server_url)
     try:
         yield url
     finally:
-        _drop_database(pg_admin_engine, name)
+        _drop_database(admin, name)
+
+
+@pytest.fixture(scope="session")
+def pg_session_url(pg_admin_engine: Engine, pg_server_url: str) -> Iterator[str]:
+    """A fresh database for this test run, dropped at session end."""
+    with _scratch_database(pg_admin_engine, pg_server_url) as url:
+        yield url
 
 
 @pytest.fixture
 def fresh_pg_url(pg_admin_engine: Engine, pg_server_url: str) -> Iterator[str]:
     """A brand-new empty PostgreSQL database for one test, dropped afterwards."""
-    name, url = _create_database(pg_admin_engine, pg_server_url)
-    try:
+    with _scratch_database(pg_admin_engine, pg_server_url) as url:
         yield url
-    finally:
-        _drop_database(pg_admin_engine, name)
 
 
 @pytest.fixture
 def second_pg_url(pg_admin_engine: Engine, pg_server_url: str) -> Iterator[str]:
     """Another brand-new PostgreSQL database, for a test that compares two."""
-    name, url = _create_database(pg_admin_engine, pg_server_url)
-    try:
+    with _scratch_database(pg_admin_engine, pg_server_url) as url:
         yield url
-    finally:
-        _drop_database(pg_admin_engine, name)
 
 
 # --------------------------------------------------------------------------- SQLite / both
