@@ -63,12 +63,21 @@ _INDICES = (("position", "integer"), ("from_seq", "bigint"), ("to_seq", "bigint"
 _CLOSED = (("position", "integer"), ("to_seq", "bigint"))
 
 
+def _types() -> list[str]:
+    types = ["text", "bigint", "text", *(t for _, t in _STATE)]
+    for columns in (_EVENTS, _ENTRIES, _INDICES, _CLOSED):
+        types.extend(f"{t}[]" for _, t in columns)
+    return types
+
+
+def signature() -> str:
+    """The function's argument types, as ``regprocedure`` spells them after its name."""
+    return ", ".join(_types())
+
+
 @cache
 def _call() -> str:
-    casts = ["text", "bigint", "text", *(t for _, t in _STATE)]
-    for columns in (_EVENTS, _ENTRIES, _INDICES, _CLOSED):
-        casts.extend(f"{t}[]" for _, t in columns)
-    return f"SELECT {FUNCTION}({', '.join(f'%s::{t}' for t in casts)})"
+    return f"SELECT {FUNCTION}({', '.join(f'%s::{t}' for t in _types())})"
 
 
 def available(engine: Engine) -> bool:

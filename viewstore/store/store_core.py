@@ -110,6 +110,21 @@ class StoreCore:
         with translated():
             migrate.upgrade(self.engine, self.schema, partitions=partitions)
 
+    def citus_distribute(self, *, dry_run: bool = False) -> list[str]:
+        """Distribute the store over a Citus cluster (run on the coordinator, after
+        ``create_schema``), in one transaction; returns the statements (``viewstore.store.
+        citus``, docs/distribution.md). ``dry_run``: only return them. A database without
+        the ``citus`` extension raises ``UnsupportedDatabaseError``."""
+        from viewstore.store import citus  # noqa: PLC0415 - PostgreSQL with Citus only
+
+        if self.engine.dialect.name != "postgresql":
+            raise UnsupportedDatabaseError("Citus distributes PostgreSQL databases only")
+        database = self.engine.url.database or ""
+        if dry_run:
+            return citus.statements(database)
+        with self._write() as conn:
+            return citus.distribute(conn, database)
+
     def schema_revision(self) -> str | None:
         """The Alembic revision the database is at (``None``: no viewstore schema yet)."""
         with translated():

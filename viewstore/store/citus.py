@@ -1,0 +1,62 @@
+"""Distributing a store over a Citus cluster (``viewstore citus distribute``).
+
+Every table is distributed by its conversation column and co-located with ``conversations``,
+so one conversation's rows of every table share a shard. The server-side append
+(``viewstore_append``, migration 0011) is distributed by its conversation argument and
+co-located too, so Citus runs each call on the worker that holds the conversation, as one
+local transaction. The statements are listed and argued in docs/distribution.md. They have
+not been run against a live cluster here: the command checks that the database has the
+``citus`` extension and refuses otherwise.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, text
+
+from viewstore.errors import UnsupportedDatabaseError
+from viewstore.store.partitions import TABLES
+from viewstore.store.roles import role_names
+from viewstore.store.server_append import FUNCTION, signature
+
+#: Tables with triggers the shards must run (the append-only guards).
+GUARDED = ("events", "tombstones")
+
+
+def statements(database: str) -> list[str]:
+    """The statements that distribute the store in ``database``, in order."""
+    quoted = database.replace('"', '""')
+    out = [
+        # The guards are triggers on distributed tables, which Citus runs on the shards only
+        # when told to; set for every later session of the database, and for this one.
+        f'ALTER DATABASE "{quoted}" SET citus.enable_unsafe_triggers = on',
+        "SET citus.enable_unsafe_triggers = on",
+    ]
+    for table, column in TABLES.items():
+        colocate = "none" if table == "conversations" else "conversations"
+        out.append(
+            f"SELECT create_distributed_table('{table}', '{column}', "
+            f"colocate_with => '{colocate}')"
+        )
+    out.append(
+        f"SELECT create_distributed_function('{FUNCTION}({signature()})', 'p_key', "
+        "colocate_with => 'conversations')"
+    )
+    # Citus checks a shard's privileges as the session user: the reader needs its grants on
+    # the distributed tables themselves (propagated to their shards), not only on the views.
+    reader = role_names(database)["reader"]
+    out.append(f'GRANT SELECT ON {", ".join(TABLES)} TO "{reader}"')
+    return out
+
+
+def distribute(conn: Connection, database: str) -> list[str]:
+    """Run ``statements`` in the caller's transaction; refuse a database without Citus."""
+    found = conn.execute(text("SELECT 1 FROM pg_extension WHERE extname = 'citus'")).first()
+    if found is None:
+        raise UnsupportedDatabaseError(
+            f"database {database!r} has no citus extension: run this on a Citus coordinator "
+            "(CREATE EXTENSION citus), or use --print to see the statements"
+        )
+    done = statements(database)
+    for statement in done:
+        conn.execute(text(statement))
+    return done
