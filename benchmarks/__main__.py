@@ -5,9 +5,9 @@
 The PostgreSQL server URL defaults to ``VIEWSTORE_TEST_POSTGRES_URL``; a fresh database is
 created on it for the run and dropped afterwards. SQLite runs on a temporary file. Results are
 printed and written to ``benchmarks/results/`` (cli.json, view.json, store-sqlite.json,
-store-postgresql.json, web-sqlite.json, web-postgresql.json, server-append.json,
-partitions.json, and openhands-sqlite.json / openhands-postgresql.json where the OpenHands SDK
-is installed).
+store-postgresql.json, web-sqlite.json, web-postgresql.json, prune-sqlite.json,
+prune-postgresql.json, server-append.json, partitions.json, and openhands-sqlite.json /
+openhands-postgresql.json where the OpenHands SDK is installed).
 ``--quick`` shrinks every size, for a smoke test of the suite itself: its figures mean nothing.
 """
 
@@ -28,6 +28,7 @@ from sqlalchemy.engine import make_url
 from benchmarks import (
     bench_cli,
     bench_partitions,
+    bench_prune,
     bench_server_append,
     bench_store,
     bench_view,
@@ -52,7 +53,10 @@ def _openhands(url: str, results: Path, backend: str, quick: bool) -> None:
     bench_openhands.main(
         ["--url", url, "--output", str(output), *(QUICK_OPENHANDS if quick else [])]
     )
+
+
 QUICK_WEB = ["--events", "600", "--repeat", "2"]
+QUICK_PRUNE = ["--conversations", "5", "--events", "20"]
 QUICK_SERVER_APPEND = ["--blocks", "3", "--block", "5"]
 QUICK_PARTITIONS = ["--blocks", "2", "--block", "5", "--conversations", "2", "--read-size", "200"]
 
@@ -100,6 +104,12 @@ def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
     bench_store.main(["--url", f"sqlite:///{scratch / 'bench.db'}", *store_args])
     _openhands(f"sqlite:///{scratch / 'openhands.db'}", results, "sqlite", quick)
     web_args = ["--results-dir", str(results), *(QUICK_WEB if quick else [])]
+    prune_args = QUICK_PRUNE if quick else []
+    print("\n== prune, SQLite", flush=True)
+    prune_db = f"sqlite:///{scratch / 'prune.db'}"
+    bench_prune.main(
+        ["--url", prune_db, "--output", str(results / "prune-sqlite.json"), *prune_args]
+    )
     print("\n== viewer pages, SQLite", flush=True)
     bench_web.main(["--url", f"sqlite:///{scratch / 'web.db'}", *web_args])
     if not postgres_url:
@@ -112,6 +122,11 @@ def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
     print("\n== viewer pages, PostgreSQL", flush=True)
     with scratch_postgres(postgres_url) as url:
         bench_web.main(["--url", url, *web_args])
+    print("\n== prune, PostgreSQL", flush=True)
+    with scratch_postgres(postgres_url) as url:
+        bench_prune.main(
+            ["--url", url, "--output", str(results / "prune-postgresql.json"), *prune_args]
+        )
     print("\n== server-side append, PostgreSQL", flush=True)
     with scratch_postgres(postgres_url) as url:
         bench_server_append.main(

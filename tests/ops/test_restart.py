@@ -38,6 +38,7 @@ POOL = 5
 MODES = ["fast", "immediate"]
 COMMIT = b"Q\x00\x00\x00\x0bCOMMIT\x00"  # the simple-protocol message psycopg commits with
 FAST_STATEMENT = b"WITH guard AS"  # the fast path's one statement
+FAST_FUNCTION = b"SELECT viewstore_append("  # the same writes as one call (migration 0011)
 
 
 @contextmanager
@@ -156,7 +157,11 @@ def test_append_with_retry_while_the_server_restarts(
 
 @pytest.mark.parametrize(
     "path, marker",
-    [pytest.param("locked", COMMIT, id="locked"), pytest.param("fast", FAST_STATEMENT, id="fast")],
+    [
+        pytest.param("locked", COMMIT, id="locked"),
+        pytest.param("fast", FAST_STATEMENT, id="fast"),
+        pytest.param("function", FAST_FUNCTION, id="function"),
+    ],
 )
 def test_a_lost_commit_reply_is_retried_without_storing_twice(
     fresh_pg_url: str, path: str, marker: bytes
@@ -167,9 +172,10 @@ def test_a_lost_commit_reply_is_retried_without_storing_twice(
     proxy = CuttingProxy(target.host or "127.0.0.1", target.port or 5432)
     via_proxy = target.set(host="127.0.0.1", port=proxy.port)
     try:
-        with EventStore(via_proxy.render_as_string(hide_password=False)) as store:
+        url = via_proxy.render_as_string(hide_password=False)
+        with EventStore(url, server_append=path == "function") as store:
             store.create_schema()
-            if path == "fast":
+            if path != "locked":
                 store.append("c", [message("first")])  # the next append takes the fast path
             transient: list[TransientStorageError] = []
             decided: list[str] = []
@@ -185,7 +191,7 @@ def test_a_lost_commit_reply_is_retried_without_storing_twice(
             assert proxy.cut.is_set()
             assert len(transient) == 1
             ids = [e.event_id for e in store.events("c")]
-            assert ids == [*(["first"] if path == "fast" else []), decided[0]]  # once
+            assert ids == [*(["first"] if path != "locked" else []), decided[0]]  # once
             assert len(decided) == 1
             assert result.duplicates == decided  # the resend found it stored: a no-op
             assert store.verify().ok
