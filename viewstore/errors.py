@@ -97,6 +97,27 @@ class ConversationErasedError(ViewstoreError):
         )
 
 
+class ConversationExistsError(ViewstoreError, ValueError):
+    """A new conversation was asked for under an id that is already taken."""
+
+    def __init__(self, conversation_id: str) -> None:
+        self.conversation_id = conversation_id
+        super().__init__(f"conversation {conversation_id!r} already exists")
+
+
+class ConversationHasForksError(ViewstoreError):
+    """The conversation cannot be erased: forks still read their shared prefix from it."""
+
+    def __init__(self, conversation_id: str, forks: list[str]) -> None:
+        self.conversation_id = conversation_id
+        self.forks = forks
+        shown = ", ".join(repr(fork) for fork in forks[:5]) + (" ..." if len(forks) > 5 else "")
+        super().__init__(
+            f"conversation {conversation_id!r} has {len(forks)} fork(s) that share its events "
+            f"({shown}): erase them first"
+        )
+
+
 class ConcurrencyError(ViewstoreError):
     """The conversation's version is not the one the caller expected.
 

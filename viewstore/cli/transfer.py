@@ -171,9 +171,7 @@ def export(  # noqa: PLR0917 (click passes the options positionally by name)
         None if kept is None else stored_base_state(key, stored, kept.payload, kept.at_version)
     )
     try:
-        target = write_conversation_folder(
-            out, key, stored, overwrite=force, base_state=base_state
-        )
+        target = write_conversation_folder(out, key, stored, overwrite=force, base_state=base_state)
     except ImportFileError as error:
         raise UserError(f"{error.path}: {error.reason}") from error
     except OSError as error:

@@ -141,4 +141,3 @@ def _create_empty(path: Path) -> None:
     if path.is_symlink():
         path.unlink()
     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | _NO_FOLLOW, 0o644))
-

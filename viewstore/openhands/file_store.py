@@ -173,9 +173,7 @@ class ViewstoreFileStore(FileStore):
         if match is None:
             return False
         try:
-            found = self.store.events(
-                self.conversation_id, after=int(match.group("idx")), limit=1
-            )
+            found = self.store.events(self.conversation_id, after=int(match.group("idx")), limit=1)
         except ConversationNotFoundError:
             return False
         return bool(found) and found[0].event_id == match.group("event_id")

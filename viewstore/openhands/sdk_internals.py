@@ -75,6 +75,7 @@ def scannable(ids: Sequence[str]) -> bool:
     would not: then let it scan)."""
     return _ID_LINES.fullmatch("".join(f"{event_id}\n" for event_id in ids)) is not None
 
+
 for _name in ("sqlalchemy", "sqlalchemy.engine", "sqlalchemy.pool"):
     _logger = logging.getLogger(_name)
     if _logger.level in (logging.NOTSET, logging.getLogger().level):  # the SDK's doing

@@ -19,7 +19,7 @@ from viewstore.chain import GENESIS, chain_hash
 from viewstore.errors import ConversationNotFoundError
 from viewstore.events import Event, parse_event
 from viewstore.projector import Projection, ViewEntry, project_from_scratch
-from viewstore.store import anchors, derived, reads, rows
+from viewstore.store import anchors, derived, forking, reads, rows
 from viewstore.store.anchors import Checkpoint
 from viewstore.store.records import ConversationReport, VerifyReport
 from viewstore.store.schema import manipulation_indices, view_entries
@@ -57,7 +57,7 @@ def verify_conversation(
     chain_key: bytes | None = None,
 ) -> ConversationReport:
     conv = reads.conversation_row(conn, key)
-    stored = derived.log_rows(conn, key)
+    stored = derived.log_rows(conn, conv)
     report = ConversationReport(conversation_id=key, version=conv.version)
     anchor = None if checkpoint is None else checkpoint.heads.get(key)
     if anchor is not None and checkpoint is not None:
@@ -68,11 +68,15 @@ def verify_conversation(
     except ValueError as error:
         report.problems.append(f"a stored payload no longer parses: {error}")
         return report
-    expected = project_from_scratch(log)
+    replayed = project_from_scratch(log)
     report.problems.extend(derived.event_columns(stored, log))
-    report.problems.extend(derived.times_and_feed(conv, stored))
-    report.problems.extend(derived.condensation_rows(conn, key, log))
-    report.problems.extend(derived.forgotten_rows(conn, key, log, expected.forgotten))
+    # A fork keeps rows of its own part only: its sources' rows are checked with them.
+    start = int(conv.fork_seq or 0)
+    own_log = [(seq, event) for seq, event in log if seq > start]
+    expected = forking.own_part(replayed, start)
+    report.problems.extend(derived.times_and_feed(conv, [r for r in stored if r.seq > start]))
+    report.problems.extend(derived.condensation_rows(conn, key, own_log))
+    report.problems.extend(derived.forgotten_rows(conn, key, own_log, expected.forgotten))
     _check_rows(conn, key, expected, report)
     report.problems.extend(derived.conversation_columns(conv, expected.state))
     _check_view(log, report)
@@ -93,8 +97,10 @@ def _check_log(
             return
         unkeyed = previous
         previous = chain_hash(previous, event.seq, event.event_id, event.payload, chain_key)
-        if previous != event.hash and chain_key is not None and event.hash == chain_hash(
-            unkeyed, event.seq, event.event_id, event.payload
+        if (
+            previous != event.hash
+            and chain_key is not None
+            and event.hash == chain_hash(unkeyed, event.seq, event.event_id, event.payload)
         ):
             report.problems.append(
                 f"seq {event.seq} (event {event.event_id!r}): its hash is a plain SHA-256, not "
@@ -207,8 +213,9 @@ def rebuild(conn: Connection, keys: Sequence[str] | None) -> int:
         if conv is None:
             raise ConversationNotFoundError(key)
         stored = reads.read_events(conn, key)
-        projection = project_from_scratch(
-            (event.seq, parse_event(event.payload_json)) for event in stored
+        projection = forking.own_part(
+            project_from_scratch((event.seq, parse_event(event.payload_json)) for event in stored),
+            int(conv.fork_seq or 0),
         )
         conn.execute(delete(view_entries).where(view_entries.c.conversation_id == key))
         conn.execute(

@@ -34,8 +34,7 @@ def statements(database: str) -> list[str]:
     for table, column in TABLES.items():
         colocate = "none" if table == "conversations" else "conversations"
         out.append(
-            f"SELECT create_distributed_table('{table}', '{column}', "
-            f"colocate_with => '{colocate}')"
+            f"SELECT create_distributed_table('{table}', '{column}', colocate_with => '{colocate}')"
         )
     out.append(
         f"SELECT create_distributed_function('{FUNCTION}({signature()})', 'p_key', "

@@ -18,7 +18,7 @@ from sqlalchemy import Connection, Row, select
 
 from viewstore.events import Event, Role
 from viewstore.projector import ProjectionState
-from viewstore.store import rows
+from viewstore.store import lineage, rows
 from viewstore.store.schema import condensation_forgotten, condensations, events
 
 #: Differences listed per check; the rest are counted, so one forged column over a million
@@ -28,10 +28,18 @@ MAX_LISTED = 20
 Log = Sequence[tuple[int, Event]]
 
 
-def log_rows(conn: Connection, key: str) -> list[Row[Any]]:
-    """Every column of the conversation's events, in seq order."""
-    query = select(events).where(events.c.conversation_id == key).order_by(events.c.seq)
-    return list(conn.execute(query))
+def log_rows(conn: Connection, conv: Row[Any]) -> list[Row[Any]]:
+    """Every column of the conversation's events (``conv``: its row), in seq order; a
+    fork's shared prefix is its sources' rows."""
+    found: list[Row[Any]] = []
+    for segment in lineage.segments(conn, conv):
+        query = select(events).where(
+            events.c.conversation_id == segment.conversation_id, events.c.seq > segment.after
+        )
+        if segment.upto is not None:
+            query = query.where(events.c.seq <= segment.upto)
+        found.extend(conn.execute(query.order_by(events.c.seq)))
+    return found
 
 
 def capped(found: list[str], what: str) -> list[str]:
@@ -158,9 +166,7 @@ def condensation_rows(conn: Connection, key: str, log: Log) -> list[str]:
     return capped(found, "differences in condensations rows")
 
 
-def forgotten_rows(
-    conn: Connection, key: str, log: Log, removed: dict[int, set[str]]
-) -> list[str]:
+def forgotten_rows(conn: Connection, key: str, log: Log, removed: dict[int, set[str]]) -> list[str]:
     """One ``condensation_forgotten`` row per id a Condensation lists, saying whether replay
     found it in the view (``removed``: the ids each condensation took out of it)."""
     wanted = {

@@ -12,7 +12,11 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, insert, select, text
 
-from viewstore.errors import ConversationErasedError, ConversationNotFoundError
+from viewstore.errors import (
+    ConversationErasedError,
+    ConversationHasForksError,
+    ConversationNotFoundError,
+)
 from viewstore.store.reads import aware, comparable
 from viewstore.store.records import Tombstone
 from viewstore.store.rows import lock_conversation
@@ -71,6 +75,9 @@ def erase(
         raise ConversationNotFoundError(conversation_id)
     if inactive_before is not None and aware(row.updated_at) >= inactive_before:
         return None
+    forks = forks_of(conn, conversation_id)
+    if forks:
+        raise ConversationHasForksError(conversation_id, forks)
     erased_by = None
     if conn.dialect.name == "postgresql":
         erased_by = conn.execute(text("SELECT current_user")).scalar()
@@ -90,11 +97,25 @@ def erase(
     return _tombstone(values)
 
 
-def inactive(conn: Connection, before: datetime, limit: int) -> list[str]:
-    """Up to ``limit`` conversations last appended to before ``before``, oldest first."""
+def forks_of(conn: Connection, conversation_id: str) -> list[str]:
+    """The conversations forked directly from ``conversation_id``."""
     query = (
         select(conversations.c.id)
-        .where(conversations.c.updated_at < comparable(conn, before))
+        .where(conversations.c.forked_from == conversation_id)
+        .order_by(conversations.c.id)
+    )
+    return [found.id for found in conn.execute(query)]
+
+
+def inactive(conn: Connection, before: datetime, limit: int) -> list[str]:
+    """Up to ``limit`` conversations last appended to before ``before``, oldest first; not
+    those that still have forks (a fork's shared prefix is read from its source, so the
+    forks go first, and the source comes up in a later batch once they are gone)."""
+    fork = conversations.alias("fork")
+    has_forks = select(fork.c.id).where(fork.c.forked_from == conversations.c.id).exists()
+    query = (
+        select(conversations.c.id)
+        .where(conversations.c.updated_at < comparable(conn, before), ~has_forks)
         .order_by(conversations.c.updated_at, conversations.c.id)
         .limit(limit)
     )

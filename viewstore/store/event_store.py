@@ -9,7 +9,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 
@@ -23,6 +23,7 @@ from viewstore.projector import Projection, ProjectionState, needs_view, project
 from viewstore.store import (
     erasure,
     fast_path,
+    lineage,
     migrate,
     reads,
     rows,
@@ -142,6 +143,7 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods):
         tail = self._tails.get(key)
         if (
             tail is None
+            or tail.shares_prefix
             or not self._fast
             or append_hook is not None  # crash points exist only on the ordinary path
             or not batch
@@ -196,14 +198,21 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods):
         tail = None
         if row is not None:
             now = rows.not_before(now, row.updated_at)
-            tail = fast_path.Tail(rows.state_from_row(row), row.last_hash, row.updated_at)
+            tail = fast_path.Tail(
+                rows.state_from_row(row),
+                row.last_hash,
+                row.updated_at,
+                shares_prefix=lineage.is_fork(row),
+            )
         if expected is not None and expected != version:
-            retry = self._as_retry(conn, key, batch, expected, version)
+            retry = self._as_retry(conn, key, batch, row=row, expected=expected, version=version)
             if retry is not None:
                 return retry, tail
             logger.info("conflict on %r: expected version %d, found %d", key, expected, version)
             raise ConcurrencyError(key, expected, version)
-        stored = rows.stored_payloads(conn, key, [e.id for e in batch]) if maybe_stored else {}
+        # The lock's check sees a fork's own events only, not the prefix it shares.
+        maybe_stored = maybe_stored or (tail is not None and tail.shares_prefix)
+        stored = rows.stored_payloads(conn, row, [e.id for e in batch]) if maybe_stored else {}
         duplicates: list[str] = []
         fresh: list[Event] = []
         for event in batch:
@@ -239,15 +248,24 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods):
             first_seq=version + 1,
             rows_written=projection.rows_written,
         )
-        return result, fast_path.Tail(projection.state, last_hash, now)
+        return result, fast_path.Tail(
+            projection.state, last_hash, now, shares_prefix=tail.shares_prefix
+        )
 
     def _as_retry(
-        self, conn: Connection, key: str, batch: list[Event], expected: int, version: int
+        self,
+        conn: Connection,
+        key: str,
+        batch: list[Event],
+        *,
+        row: Any,
+        expected: int,
+        version: int,
     ) -> AppendResult | None:
         """An exact resend of events already stored right after ``expected``: a no-op."""
         if not batch or expected + len(batch) > version:
             return None
-        stored = rows.payloads_at(conn, key, expected + 1, expected + len(batch))
+        stored = rows.payloads_at(conn, row, expected + 1, expected + len(batch))
         if len(stored) != len(batch):
             return None
         for event, payload in zip(batch, stored, strict=True):

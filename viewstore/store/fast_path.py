@@ -50,6 +50,9 @@ class Tail:
     state: ProjectionState
     last_hash: str
     recorded_at: datetime | None = None  # of the last append (see rows.not_before)
+    # A fork: this path tells a stored id by the log's unique key, which does not cover the
+    # prefix a fork shares with its source, so every append to a fork takes the ordinary path.
+    shares_prefix: bool = False
 
 
 class Tails:

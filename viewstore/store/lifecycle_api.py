@@ -3,19 +3,59 @@ the conversations a retention policy would erase (``viewstore prune``)."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 from typing import overload
 
 from viewstore.errors import InvalidArgumentError
-from viewstore.store import erasure
-from viewstore.store.inputs import check_integer, conversation_key
-from viewstore.store.records import Tombstone
+from viewstore.store import erasure, forking, reads
+from viewstore.store.inputs import check_integer, conversation_key, new_conversation_key
+from viewstore.store.records import ForkOrigin, Tombstone
 from viewstore.store.store_core import ConversationId, StoreCore
 
 MAX_REASON = 4096
 
 
 class LifecycleMethods(StoreCore):
+    def fork(
+        self,
+        source: ConversationId,
+        at_seq: int,
+        new_id: ConversationId | None = None,
+    ) -> str:
+        """A new conversation whose first ``at_seq`` events are ``source``'s, and which then
+        lives on its own; returns its id (``new_id``, else a new UUID).
+
+        The prefix is shared, not copied: only the view and index rows alive right after
+        ``at_seq`` are written under the new id, so a fork costs O(view) rows whatever the
+        history's length. The fork's view, indices and request flag right after ``at_seq``
+        are ``source``'s as of ``at_seq``; ``events()``, ``view(as_of=...)`` (inside the
+        prefix too), ``verify`` (the chain runs through the prefix), ``rebuild`` and export
+        read the prefix from the source. A conversation with forks cannot be erased
+        (``ConversationHasForksError``): erase the forks first. See docs/lifecycle.md."""
+        key = conversation_key(source)
+        check_integer("at_seq", at_seq, minimum=1)
+        fresh = new_conversation_key(uuid.uuid4().hex if new_id is None else new_id)
+        with self._write() as conn:
+            forking.fork(conn, key, at_seq, fresh, datetime.now(UTC))
+        return fresh
+
+    def fork_origin(self, conversation_id: ConversationId) -> ForkOrigin | None:
+        """Where the conversation was forked from, or None if it is not a fork."""
+        key = conversation_key(conversation_id)
+        with self._read() as conn:
+            row = reads.conversation_row(conn, key)
+        if row.forked_from is None:
+            return None
+        return ForkOrigin(row.forked_from, int(row.fork_seq), row.family_id)
+
+    def forks(self, conversation_id: ConversationId) -> list[str]:
+        """The conversations forked directly from this one."""
+        key = conversation_key(conversation_id)
+        with self._read() as conn:
+            reads.conversation_row(conn, key)
+            return erasure.forks_of(conn, key)
+
     @overload
     def erase(self, conversation_id: ConversationId, *, reason: str) -> Tombstone: ...
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
+from viewstore.store import lineage
 from viewstore.store.reads import aware, conversation_row
 from viewstore.store.records import (
     CondensationRecord,
@@ -16,35 +17,55 @@ from viewstore.store.records import (
 from viewstore.store.schema import condensation_forgotten, condensations, events
 
 
+def _parts(
+    conn: Connection, conversation_id: str, upto: int | None
+) -> list[tuple[str, int, int | None]]:
+    """Each conversation of the lineage (a fork's sources first) with the seqs of it to read:
+    after the first number, through the second (None: to the end)."""
+    row = conversation_row(conn, conversation_id)
+    parts = []
+    for segment in lineage.segments(conn, row):
+        bounds = segment.clamp(0, upto)
+        if bounds is not None:
+            parts.append((segment.conversation_id, *bounds))
+    return parts
+
+
+def _within(column: Any, after: int, upto: int | None) -> Any:
+    return column > after if upto is None else column.between(after + 1, upto)
+
+
 def condensation_records(
     conn: Connection, conversation_id: str, *, upto: int | None, seq: int | None = None
 ) -> list[CondensationRecord]:
     """The conversation's condensations (those at or before ``upto``, or only the one at
     ``seq``) with what each forgot."""
-    conversation_row(conn, conversation_id)
-    query = select(condensations).where(condensations.c.conversation_id == conversation_id)
-    forgotten = select(condensation_forgotten).where(
-        condensation_forgotten.c.conversation_id == conversation_id
-    )
-    if upto is not None:
-        query = query.where(condensations.c.seq <= upto)
-        forgotten = forgotten.where(condensation_forgotten.c.seq <= upto)
-    if seq is not None:
-        query = query.where(condensations.c.seq == seq)
-        forgotten = forgotten.where(condensation_forgotten.c.seq == seq)
-    by_seq: dict[int, list[tuple[str, bool]]] = {}
-    for row in conn.execute(forgotten):
-        by_seq.setdefault(row.seq, []).append((row.event_id, bool(row.was_in_view)))
-    return [
-        CondensationRecord(
-            seq=row.seq,
-            event_id=row.event_id,
-            summary=row.summary,
-            summary_offset=row.summary_offset,
-            forgotten=tuple(by_seq.get(row.seq, ())),
+    found: list[CondensationRecord] = []
+    for owner, after, through in _parts(conn, conversation_id, upto):
+        query = select(condensations).where(
+            condensations.c.conversation_id == owner, _within(condensations.c.seq, after, through)
         )
-        for row in conn.execute(query.order_by(condensations.c.seq))
-    ]
+        forgotten = select(condensation_forgotten).where(
+            condensation_forgotten.c.conversation_id == owner,
+            _within(condensation_forgotten.c.seq, after, through),
+        )
+        if seq is not None:
+            query = query.where(condensations.c.seq == seq)
+            forgotten = forgotten.where(condensation_forgotten.c.seq == seq)
+        by_seq: dict[int, list[tuple[str, bool]]] = {}
+        for row in conn.execute(forgotten):
+            by_seq.setdefault(row.seq, []).append((row.event_id, bool(row.was_in_view)))
+        found.extend(
+            CondensationRecord(
+                seq=row.seq,
+                event_id=row.event_id,
+                summary=row.summary,
+                summary_offset=row.summary_offset,
+                forgotten=tuple(by_seq.get(row.seq, ())),
+            )
+            for row in conn.execute(query.order_by(condensations.c.seq))
+        )
+    return found
 
 
 def forgotten_by(
@@ -52,26 +73,35 @@ def forgotten_by(
 ) -> dict[str, int]:
     """For each of ``event_ids`` that a condensation forgot (at or before ``upto``): the seq of
     the first one that did. One lookup per id in the forgotten rows' event-id index."""
-    conversation_row(conn, conversation_id)
     table = condensation_forgotten
-    query = (
-        select(table.c.event_id, func.min(table.c.seq))
-        .where(table.c.conversation_id == conversation_id, table.c.event_id.in_(event_ids))
-        .group_by(table.c.event_id)
-    )
-    if upto is not None:
-        query = query.where(table.c.seq <= upto)
-    return {event_id: int(seq) for event_id, seq in conn.execute(query)}
+    found: dict[str, int] = {}
+    for owner, after, through in _parts(conn, conversation_id, upto):
+        query = (
+            select(table.c.event_id, func.min(table.c.seq))
+            .where(
+                table.c.conversation_id == owner,
+                table.c.event_id.in_(event_ids),
+                _within(table.c.seq, after, through),
+            )
+            .group_by(table.c.event_id)
+        )
+        for event_id, seq in conn.execute(query):
+            found.setdefault(event_id, int(seq))  # the sources come first: theirs is older
+    return found
 
 
 def event_by_id(conn: Connection, conversation_id: str, event_id: str) -> StoredEvent | None:
-    conversation_row(conn, conversation_id)
-    row = conn.execute(
-        select(events).where(
-            events.c.conversation_id == conversation_id, events.c.event_id == event_id
-        )
-    ).first()
-    return None if row is None else _stored_event(conversation_id, row)
+    for owner, after, through in _parts(conn, conversation_id, None):
+        row = conn.execute(
+            select(events).where(
+                events.c.conversation_id == owner,
+                events.c.event_id == event_id,
+                _within(events.c.seq, after, through),
+            )
+        ).first()
+        if row is not None:
+            return _stored_event(conversation_id, row)
+    return None
 
 
 def _stored_event(conversation_id: str, row: Any) -> StoredEvent:

@@ -14,11 +14,12 @@ import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, Row, select, text
 
 from viewstore.errors import ConversationNotFoundError
+from viewstore.store import lineage
 from viewstore.store.records import StoredEvent, StoredView
 from viewstore.store.schema import conversations, events
 from viewstore.store.stored_events import StoredEvents
@@ -33,7 +34,9 @@ def conversation_row(conn: Connection, conversation_id: str) -> Row[Any]:
 
 
 # Parameters are written :name; _driver_sql rewrites them for drivers that want %(name)s.
-_CONVERSATION = "SELECT version, unhandled_request FROM conversations WHERE id = :c"
+_CONVERSATION = (
+    "SELECT version, unhandled_request, id, forked_from, fork_seq FROM conversations WHERE id = :c"
+)
 _ENTRIES = "SELECT envelope, payload FROM view_entries WHERE conversation_id = :c AND "
 _CURRENT_ENTRIES = _ENTRIES + "left_seq IS NULL ORDER BY order_key"
 _ENTRIES_AS_OF = (
@@ -53,6 +56,8 @@ _LENGTH_AS_OF = (
 
 
 def view_length(conn: Connection, conversation_id: str, as_of: int | None) -> int:
+    if as_of is not None:
+        conversation_id = _rows_holding(conn, conversation_id, as_of)
     params = {"c": conversation_id, "s": as_of}
     ((length,),) = _fetch(conn, _CONVERSATION_LENGTH if as_of is None else _LENGTH_AS_OF, params)
     return int(length)
@@ -72,12 +77,14 @@ def read_view(
     found = _fetch(conn, _CONVERSATION, params)
     if not found:
         raise ConversationNotFoundError(conversation_id)
+    version, unhandled, *lineage_columns = found[0]
     if as_of is None:
-        version, unhandled = found[0]
         entries = _fetch(conn, _CURRENT_ENTRIES + page, params)
         indices = _fetch(conn, _CURRENT_INDICES, params)
     else:
-        version, unhandled = as_of, _unhandled_as_of(conn, conversation_id, as_of)
+        row = _LineageRow(*lineage_columns)
+        version, unhandled = as_of, unhandled_as_of(conn, row, as_of)
+        params["c"] = lineage.owner(conn, row, as_of)
         entries = _fetch(conn, _ENTRIES_AS_OF + page, params)
         indices = _fetch(conn, _INDICES_AS_OF, params)
     return StoredView(
@@ -97,6 +104,8 @@ def in_view(
     if not event_ids:
         return set()
     listed, bound = bind_list("e", event_ids)
+    if as_of is not None:
+        conversation_id = _rows_holding(conn, conversation_id, as_of)
     params: dict[str, Any] = {"c": conversation_id, "s": as_of, **bound}
     alive = (
         "left_seq IS NULL"
@@ -108,6 +117,32 @@ def in_view(
         f"event_id IN ({listed}) AND {alive}"
     )
     return {event_id for (event_id,) in _fetch(conn, sql, params)}
+
+
+class _LineageRow(NamedTuple):
+    id: str
+    forked_from: str | None
+    fork_seq: int | None
+
+
+_LINEAGE = "SELECT id, forked_from, fork_seq FROM conversations WHERE id = :c"
+
+
+def lineage_row_or_none(conn: Connection, conversation_id: str) -> _LineageRow | None:
+    found = _fetch(conn, _LINEAGE, {"c": conversation_id})
+    return _LineageRow(*found[0]) if found else None
+
+
+def lineage_row(conn: Connection, conversation_id: str) -> _LineageRow:
+    found = lineage_row_or_none(conn, conversation_id)
+    if found is None:
+        raise ConversationNotFoundError(conversation_id)
+    return found
+
+
+def _rows_holding(conn: Connection, conversation_id: str, as_of: int) -> str:
+    """Whose view rows hold the view right after ``as_of`` (see ``lineage.owner``)."""
+    return lineage.owner(conn, lineage_row(conn, conversation_id), as_of)
 
 
 def bind_list(prefix: str, values: Sequence[str]) -> tuple[str, dict[str, str]]:
@@ -145,17 +180,29 @@ def _driver_sql(sql: str, style: str) -> str:
 # index of requests (ix_events_requests).
 _LAST_REQUEST = (
     "SELECT max(seq) FROM events WHERE conversation_id = :c "
-    "AND kind = 'CondensationRequest' AND seq <= :s"
+    "AND kind = 'CondensationRequest' AND seq > :a AND seq <= :s"
 )
-_LAST_CONDENSATION = "SELECT max(seq) FROM condensations WHERE conversation_id = :c AND seq <= :s"
+_LAST_CONDENSATION = (
+    "SELECT max(seq) FROM condensations WHERE conversation_id = :c AND seq > :a AND seq <= :s"
+)
 
 
-def _unhandled_as_of(conn: Connection, conversation_id: str, seq: int) -> bool:
+def unhandled_as_of(conn: Connection, row: Any, seq: int) -> bool:
     """The request flag right after ``seq``: is the last request newer than the last
-    condensation? One lookup in the partial index of requests, one in condensations' key."""
-    params = {"c": conversation_id, "s": seq}
-    ((request,),) = _fetch(conn, _LAST_REQUEST, params)
-    ((condensation,),) = _fetch(conn, _LAST_CONDENSATION, params)
+    condensation? One lookup in the partial index of requests, one in condensations' key
+    (per conversation of a fork's lineage, newest first, until both are found)."""
+    request = condensation = None
+    for segment in reversed(lineage.segments(conn, row)):
+        bounds = segment.clamp(0, seq)
+        if bounds is None:
+            continue
+        params = {"c": segment.conversation_id, "a": bounds[0], "s": bounds[1]}
+        if request is None:
+            ((request,),) = _fetch(conn, _LAST_REQUEST, params)
+        if condensation is None:
+            ((condensation,),) = _fetch(conn, _LAST_CONDENSATION, params)
+        if request is not None and condensation is not None:
+            break
     return int(request or 0) > int(condensation or 0)
 
 
@@ -167,7 +214,26 @@ def read_events(
     limit: int | None = None,
     upto: int | None = None,
 ) -> list[StoredEvent]:
-    conversation_row(conn, conversation_id)
+    """The log after seq ``after`` (through ``upto``), a fork's shared prefix included."""
+    found: list[StoredEvent] = []
+    for segment in lineage.segments(conn, conversation_row(conn, conversation_id)):
+        bounds = segment.clamp(after, upto)
+        if bounds is None:
+            continue
+        left = None if limit is None else limit - len(found)
+        if left is not None and left <= 0:
+            break
+        found.extend(_segment_events(conn, conversation_id, segment, bounds, left))
+    return found
+
+
+def _segment_events(
+    conn: Connection,
+    conversation_id: str,
+    segment: lineage.Segment,
+    bounds: tuple[int, int | None],
+    limit: int | None,
+) -> list[StoredEvent]:
     query = (
         select(
             events.c.seq,
@@ -177,11 +243,11 @@ def read_events(
             events.c.recorded_at,
             events.c.hash,
         )
-        .where(events.c.conversation_id == conversation_id, events.c.seq > after)
+        .where(events.c.conversation_id == segment.conversation_id, events.c.seq > bounds[0])
         .order_by(events.c.seq)
     )
-    if upto is not None:
-        query = query.where(events.c.seq <= upto)
+    if bounds[1] is not None:
+        query = query.where(events.c.seq <= bounds[1])
     if limit is not None:
         query = query.limit(limit)
     return [
@@ -214,8 +280,21 @@ def conversation_ids(conn: Connection) -> list[str]:
     return [row.id for row in conn.execute(select(conversations.c.id).order_by(conversations.c.id))]
 
 
-_LOG_INDEX = "SELECT event_id, kind, parent_id FROM events WHERE conversation_id = :c ORDER BY seq"
+_LOG_INDEX = (
+    "SELECT event_id, kind, parent_id FROM events WHERE conversation_id = :c "
+    "AND seq > :a AND seq <= :b ORDER BY seq"
+)
 
 
 def log_index(conn: Connection, conversation_id: str) -> list[tuple[str, str, str | None]]:
-    return [tuple(row) for row in _fetch(conn, _LOG_INDEX, {"c": conversation_id})]
+    found: list[tuple[str, str, str | None]] = []
+    row = lineage_row_or_none(conn, conversation_id)
+    if row is None:
+        return found
+    for segment in lineage.segments(conn, row):
+        params = {"c": segment.conversation_id, "a": segment.after, "b": segment.upto or _END}
+        found.extend(tuple(row) for row in _fetch(conn, _LOG_INDEX, params))
+    return found
+
+
+_END = 2**62  # past any seq

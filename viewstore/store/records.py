@@ -145,6 +145,20 @@ class CondensationRecord:
 
 
 @dataclass(frozen=True)
+class ForkOrigin:
+    """Where a fork (``store.fork()``) comes from: its events up to ``at_seq`` are those of
+    ``source``; ``family_id`` is the first conversation of its line, shared by every fork of
+    it and of its forks."""
+
+    source: str
+    at_seq: int
+    family_id: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "at_seq": self.at_seq, "family_id": self.family_id}
+
+
+@dataclass(frozen=True)
 class Tombstone:
     """What is left of an erased conversation (``store.erase()``): how many events it had,
     the hash its chain ended on, when it was created, last appended to and erased, why, and

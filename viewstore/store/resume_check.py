@@ -27,8 +27,10 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection
 
-from viewstore.events import KIND_ROLES, Role
+from viewstore.events import KIND_ROLES, Role, parse_event
+from viewstore.store import lineage, reads
 from viewstore.store.reads import _fetch, bind_list
+from viewstore.view import View
 from viewstore.view.enforcement import enforce_properties
 
 
@@ -83,6 +85,8 @@ def _item(row: Any) -> _Item:
 
 def live_equals_resume(conn: Connection, conversation_id: str) -> bool:
     c = conversation_id
+    if lineage.is_fork(reads.lineage_row(conn, c)):
+        return _equal_by_replay(conn, c)
     current: list[_Item] = []
     tool_seqs: list[int] = []
     responses: set[str] = set()
@@ -100,6 +104,15 @@ def live_equals_resume(conn: Connection, conversation_id: str) -> bool:
         return False
     _, rounds = enforce_properties(current, log)
     return not rounds
+
+
+def _equal_by_replay(conn: Connection, c: str) -> bool:
+    """The whole comparison, for a fork: the forgotten rows this check relies on are kept
+    only for the fork's own part (what left the view inside the shared prefix is recorded in
+    its source, among rows the fork does not share), so a fork pays for its history here."""
+    log = [parse_event(event.payload_json) for event in reads.read_events(conn, c)]
+    current = [row[1] for row in _fetch(conn, _CURRENT, {"c": c})]
+    return [event.id for event in View.from_events(log).events] == current
 
 
 def _forgotten_action(conn: Connection, c: str, responses: list[str]) -> bool:

@@ -14,6 +14,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from viewstore.chain import chain_hash
 from viewstore.events import Event, Role
 from viewstore.projector import Projection, ProjectionState, ViewEntry
+from viewstore.store import lineage
 from viewstore.store.schema import (
     condensation_forgotten,
     condensations,
@@ -180,26 +181,44 @@ def save_state(
 # -- events -------------------------------------------------------------------------------
 
 
-def stored_payloads(conn: Connection, conversation_id: str, ids: Sequence[str]) -> dict[str, str]:
-    """Payloads already stored under these event ids in this conversation."""
+def stored_payloads(conn: Connection, row: Any, ids: Sequence[str]) -> dict[str, str]:
+    """Payloads already stored under these event ids in the conversation of ``row`` (its
+    ``conversations`` row), a fork's shared prefix included."""
     found: dict[str, str] = {}
-    for part in chunks(ids):
-        rows = conn.execute(
-            select(events.c.event_id, events.c.payload).where(
-                events.c.conversation_id == conversation_id, events.c.event_id.in_(part)
+    for segment in lineage.segments(conn, row):
+        in_segment = events.c.seq > segment.after
+        if segment.upto is not None:
+            in_segment = in_segment & (events.c.seq <= segment.upto)
+        for part in chunks(ids):
+            rows = conn.execute(
+                select(events.c.event_id, events.c.payload).where(
+                    events.c.conversation_id == segment.conversation_id,
+                    events.c.event_id.in_(part),
+                    in_segment,
+                )
             )
-        )
-        found.update({row.event_id: row.payload for row in rows})
+            found.update({row.event_id: row.payload for row in rows})
     return found
 
 
-def payloads_at(conn: Connection, conversation_id: str, first: int, last: int) -> list[str]:
-    rows = conn.execute(
-        select(events.c.payload)
-        .where(events.c.conversation_id == conversation_id, events.c.seq.between(first, last))
-        .order_by(events.c.seq)
-    )
-    return [row.payload for row in rows]
+def payloads_at(conn: Connection, row: Any, first: int, last: int) -> list[str]:
+    """The payloads at seqs ``first`` to ``last`` of the conversation of ``row``."""
+    found: list[str] = []
+    for segment in lineage.segments(conn, row):
+        bounds = segment.clamp(first - 1, last)
+        if bounds is None:
+            continue
+        rows = conn.execute(
+            select(events.c.payload)
+            .where(
+                events.c.conversation_id == segment.conversation_id,
+                events.c.seq > bounds[0],
+                events.c.seq <= (last if bounds[1] is None else bounds[1]),
+            )
+            .order_by(events.c.seq)
+        )
+        found.extend(row.payload for row in rows)
+    return found
 
 
 def log_rows(
@@ -317,11 +336,19 @@ def _entry_from_row(row: Row[Any], **copies: Any) -> ViewEntry:
     )
 
 
-def load_current_view(conn: Connection, conversation_id: str) -> list[ViewEntry]:
-    """The current entries, for the view rules only: without their copies (``payload`` None)."""
+def load_current_view(
+    conn: Connection, conversation_id: str, as_of: int | None = None
+) -> list[ViewEntry]:
+    """The current entries (or those alive right after ``as_of``), for the view rules only:
+    without their copies (``payload`` None)."""
+    alive = (
+        view_entries.c.left_seq.is_(None)
+        if as_of is None
+        else alive_at(view_entries.c.entered_seq, view_entries.c.left_seq, as_of)
+    )
     rows = conn.execute(
         select(*_VIEW_RULE_COLUMNS)
-        .where(view_entries.c.conversation_id == conversation_id, view_entries.c.left_seq.is_(None))
+        .where(view_entries.c.conversation_id == conversation_id, alive)
         .order_by(view_entries.c.order_key)
     )
     return [_entry_from_row(row) for row in rows]

@@ -57,6 +57,7 @@ def compared_on(dialect: str) -> Callable[..., bool]:
 
     return include_object
 
+
 ID = String(512)
 CONVERSATION_ID = String(255)
 # Order keys are digit strings compared byte by byte; PostgreSQL must not apply a locale.
@@ -77,7 +78,14 @@ conversations = Table(
     Column("last_is_action", Boolean, nullable=False),
     Column("last_batch", Text, nullable=True),
     Column("last_hash", String(64), nullable=False),
+    # A fork (viewstore.store.forking): its events up to fork_seq are forked_from's. family_id
+    # is the first conversation of its line; all three are NULL on a conversation that is not
+    # a fork.
+    Column("forked_from", CONVERSATION_ID, nullable=True),
+    Column("fork_seq", BigInteger, nullable=True),
+    Column("family_id", CONVERSATION_ID, nullable=True),
     PrimaryKeyConstraint("id"),
+    Index(None, "forked_from"),
 )
 
 events = Table(

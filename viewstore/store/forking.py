@@ -1,0 +1,126 @@
+"""Row-level SQL for forking a conversation: a new one that shares its source's prefix.
+
+The fork's events ``1..fork_seq`` stay where they are (``lineage`` reads them from the
+source). What is written under the fork's id is only what its own appends will build on: the
+view rows and index rows alive right after ``fork_seq``, copied server-side by one
+``INSERT ... SELECT`` each, and its conversation row, whose carried state is what the
+projector had right after ``fork_seq`` (recomputed from those view rows: the index tracker's
+state is a function of the view alone, ``viewstore.view.incremental``). So a fork costs
+O(view) rows whatever the prefix's length, and its own chain continues from the source's hash
+at ``fork_seq``.
+
+Like ``rows``, every function takes an open ``Connection`` and never commits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, insert, literal, null, select
+
+from viewstore.errors import (
+    ConversationExistsError,
+    ConversationNotFoundError,
+    InvalidArgumentError,
+)
+from viewstore.projector import Projection, ProjectionState
+from viewstore.store import erasure, reads, rows
+from viewstore.store.schema import conversations, events, manipulation_indices, view_entries
+from viewstore.view import IndexTracker
+
+
+def fork(conn: Connection, source: str, at_seq: int, new_id: str, now: datetime) -> None:
+    """Create ``new_id`` as a fork of ``source`` right after its event ``at_seq``."""
+    row = rows.lock_conversation(conn, source)  # an erase of the source waits for us
+    if row is None:
+        erasure.refuse_if_erased(conn, source)
+        raise ConversationNotFoundError(source)
+    if not 1 <= at_seq <= row.version:
+        raise InvalidArgumentError(
+            f"at_seq must be a seq of {source!r}, from 1 to {row.version}, got {at_seq}"
+        )
+    if reads.lineage_row_or_none(conn, new_id) is not None:
+        raise ConversationExistsError(new_id)
+    erasure.refuse_if_erased(conn, new_id)
+    family = row.family_id or row.id
+    # Fork from the conversation that holds event ``at_seq`` itself, so a lineage never has
+    # an empty segment and a fork of a fork reads no more sources than it must.
+    while row.forked_from is not None and at_seq <= row.fork_seq:
+        row = reads.conversation_row(conn, row.forked_from)
+    owner = row.id
+    last_hash = conn.execute(
+        select(events.c.hash).where(events.c.conversation_id == owner, events.c.seq == at_seq)
+    ).scalar_one()
+    view = rows.load_current_view(conn, owner, as_of=at_seq)
+    tracker, _ = IndexTracker.scan(view)
+    state = ProjectionState(
+        version=at_seq,
+        unhandled_request=reads.unhandled_as_of(conn, row, at_seq),
+        tracker=tracker.state(),
+    )
+    values = rows.state_values(state, last_hash)
+    values.update(
+        id=new_id,
+        created_at=now,
+        updated_at=now,
+        forked_from=owner,
+        fork_seq=at_seq,
+        family_id=family,
+    )
+    conn.execute(insert(conversations).values(values))
+    for table, lifetime in (
+        (view_entries, ("entered_seq", "left_seq")),
+        (manipulation_indices, ("from_seq", "to_seq")),
+    ):
+        _copy_alive(conn, table, lifetime=lifetime, source=owner, new_id=new_id, at_seq=at_seq)
+
+
+def _copy_alive(
+    conn: Connection,
+    table: Any,
+    *,
+    lifetime: tuple[str, str],
+    source: str,
+    new_id: str,
+    at_seq: int,
+) -> None:
+    """Copy ``source``'s rows of ``table`` alive right after ``at_seq`` to ``new_id``, still
+    open (whatever closed them later happened in the source only)."""
+    start, end = lifetime
+    columns = [column.name for column in table.columns]
+    chosen = [
+        literal(new_id).label(name)
+        if name == "conversation_id"
+        else null().label(name)
+        if name == end
+        else table.c[name]
+        for name in columns
+    ]
+    query = select(*chosen).where(
+        table.c.conversation_id == source, rows.alive_at(table.c[start], table.c[end], at_seq)
+    )
+    conn.execute(insert(table).from_select(columns, query))
+
+
+def own_part(replayed: Projection, fork_seq: int) -> Projection:
+    """Of the rows a replay of a fork's whole log gives, those the fork itself keeps: the ones
+    still alive right after ``fork_seq`` and all later ones (a conversation that is not a
+    fork, ``fork_seq`` 0, keeps them all)."""
+    if not fork_seq:
+        return replayed
+    return replace(
+        replayed,
+        new_entries=[
+            entry
+            for entry in replayed.new_entries
+            if entry.left_seq is None or entry.left_seq > fork_seq
+        ],
+        new_indices=[
+            index
+            for index in replayed.new_indices
+            if index.to_seq is None or index.to_seq > fork_seq
+        ],
+        forgotten={seq: ids for seq, ids in replayed.forgotten.items() if seq > fork_seq},
+    )
