@@ -138,3 +138,44 @@ def test_erase_holds_nothing_half_done_when_killed(db_url: str) -> None:
         assert store.version("long") == 3000
         assert store.verify("long").ok
     store.close()
+
+
+def test_fork_creates_a_conversation_sharing_the_prefix(db_url: str) -> None:
+    store = _store(db_url, ["src"])
+    store.append("src", [message("src-3")])
+    done = run("fork", "src", "--at", "2", "--id", "try-2", "--json", url=db_url)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "id": "try-2",
+        "source": "src",
+        "at_seq": 2,
+        "family_id": "src",
+        "view_length": 2,
+    }
+    plain = run("fork", "try-2", "--at", "1", url=db_url)
+    assert plain.returncode == 0 and "forked try-2 at seq 1 as" in plain.stdout
+    assert [e.event_id for e in store.events("try-2")] == ["src-1", "src-2"]
+    assert "at_seq must be a seq of 'src', from 1 to 3" in error_line(
+        run("fork", "src", "--at", "9", url=db_url)
+    )
+    assert "already exists" in error_line(
+        run("fork", "src", "--at", "1", "--id", "try-2", url=db_url)
+    )
+    assert "not found" in error_line(run("fork", "nope", "--at", "1", url=db_url))
+    assert "fork(s) that share its events" in error_line(
+        run("erase", "src", "--reason", "x", url=db_url)
+    )
+    store.close()
+
+
+def test_prune_erases_forks_before_their_source(db_url: str) -> None:
+    store = _store(db_url, ["src", "live"])
+    store.fork("src", 1, "old-fork")
+    store.fork("live", 1, "busy-fork")
+    store.append("busy-fork", [message("busy")])
+    _age(store, ["src", "old-fork", "live"], days=100)
+    done = run("prune", "--inactive-for", "90d", "--json", url=db_url)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["erased"] == ["old-fork", "src"]
+    assert store.conversation_ids() == ["busy-fork", "live"]  # a live fork keeps its source
+    store.close()

@@ -28,9 +28,7 @@ WORKER = [sys.executable, "-m", "tests.openhands._agent"]
 
 
 def worker(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [*WORKER, *args], cwd=ROOT, stdout=subprocess.PIPE, text=True, **kwargs
-    )
+    return subprocess.Popen([*WORKER, *args], cwd=ROOT, stdout=subprocess.PIPE, text=True, **kwargs)
 
 
 def new_store(url: str) -> EventStore:

@@ -67,8 +67,8 @@ def observation(eid: str, tool_call_id: str = "tc1", action_id: str = "a1") -> d
 def condensed_history() -> list[dict[str, Any]]:
     """Seven events, one of each part of the view's machinery::
 
-        seq  1 m1   2 a1 (tc1)   3 o1 (tc1)   4 m2   5 request   6 k1   7 m3
-        k1 forgets a1 and o1 and inserts its summary at position 1: view m1, k1-summary, m2, m3
+    seq  1 m1   2 a1 (tc1)   3 o1 (tc1)   4 m2   5 request   6 k1   7 m3
+    k1 forgets a1 and o1 and inserts its summary at position 1: view m1, k1-summary, m2, m3
     """
     return [
         message("m1", "text 1"),

@@ -79,9 +79,7 @@ def test_a_rewrite_without_the_key_is_caught_by_verify_alone(db_url: str) -> Non
         assert auditor.verify("untouched").ok
 
 
-def test_the_key_comes_from_the_environment(
-    db_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_key_comes_from_the_environment(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VIEWSTORE_CHAIN_KEY", KEY)
     with EventStore(db_url) as store:
         store.create_schema()

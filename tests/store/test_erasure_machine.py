@@ -84,9 +84,7 @@ def machine_for(store: EventStore) -> type[RuleBasedStateMachine]:
                 view = store.view(self.key(name))
                 assert view.version == len(log)
                 assert triple(view) == triple(store.replay(self.key(name)))
-                assert [e.event_id for e in store.events(self.key(name))] == [
-                    p["id"] for p in log
-                ]
+                assert [e.event_id for e in store.events(self.key(name))] == [p["id"] for p in log]
             for name in self.erased:
                 with pytest.raises(ConversationNotFoundError):
                     store.view(self.key(name))

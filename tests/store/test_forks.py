@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -107,9 +108,9 @@ def test_fork_writes_only_the_view_rows(store: EventStore) -> None:
     assert count_rows(store.engine, "events") == before["events"]  # the log is shared
     added = count_rows(store.engine, "view_entries") - before["view_entries"]
     assert added == len(view.events)
-    assert count_rows(store.engine, "manipulation_indices", "conversation_id = :c", c="copy") == len(
-        view.manipulation_indices
-    )
+    assert count_rows(
+        store.engine, "manipulation_indices", "conversation_id = :c", c="copy"
+    ) == len(view.manipulation_indices)
 
 
 def test_forks_of_forks_and_as_of_inside_every_prefix(store: EventStore) -> None:
@@ -127,7 +128,7 @@ def test_forks_of_forks_and_as_of_inside_every_prefix(store: EventStore) -> None
     assert store.fork_origin("shallow") == ForkOrigin("root", 4, "root")
     assert store.fork_origin("root") is None
     assert store.forks("root") == ["child", "shallow"]
-    for seq in range(0, 15):
+    for seq in range(15):
         view = store.view("grandchild", as_of=seq)
         assert [e.id for e in view.events] == ids[:seq], seq
         assert view.conversation_id == "grandchild"
@@ -194,8 +195,6 @@ def test_a_source_with_forks_is_not_erased(store: EventStore) -> None:
 
 
 def test_prune_takes_the_forks_first(store: EventStore) -> None:
-    from datetime import UTC, datetime, timedelta
-
     store.append("src", [message("m1")])
     store.fork("src", 1, "f1")
     later = datetime.now(UTC) + timedelta(days=1)
@@ -216,7 +215,7 @@ def test_source_appends_while_forked(store: EventStore) -> None:
             while not stop.is_set() and i < 200:
                 other.append("src", [message(f"m{i}")])
                 i += 1
-        except BaseException as error:  # noqa: BLE001 - reported below
+        except BaseException as error:
             errors.append(error)
 
     thread = threading.Thread(target=writer)

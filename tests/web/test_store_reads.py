@@ -102,8 +102,7 @@ def test_a_view_page_is_that_window_of_the_whole_view(db_url: str) -> None:
                 assert page.view.payloads == whole.payloads[start : start + limit]
                 assert page.view.manipulation_indices == whole.manipulation_indices
                 assert (
-                    page.view.unhandled_condensation_request
-                    == whole.unhandled_condensation_request
+                    page.view.unhandled_condensation_request == whole.unhandled_condensation_request
                 )
             ids = [e.event_id for e in store.events("two-ranges")] + ["c1-summary", "nope"]
             assert store.in_view("two-ranges", ids, as_of=as_of) == set(whole.event_ids)

@@ -154,6 +154,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "events": ("commands", "List a conversation's stored events (the log, in append order)."),
     "export": ("transfer", "Write a conversation back as an OpenHands folder..."),
     "feed": ("catalogue", "The change feed: every conversation's events in commit order,..."),
+    "fork": ("lifecycle", "Start a new conversation from a conversation's first events..."),
     "import": ("transfer", "Import OpenHands conversation folders (or parent folders..."),
     "indices": ("commands", "Print the manipulation indices of a conversation's live view."),
     "init": ("commands", "Create or migrate the database schema to the newest revision."),

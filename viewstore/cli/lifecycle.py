@@ -1,4 +1,5 @@
-"""Commands that remove data, the sanctioned way: erase (one conversation) and prune (every
+"""A conversation's lifecycle: fork (a new conversation sharing another's prefix), and the
+commands that remove data the sanctioned way: erase (one conversation) and prune (every
 conversation inactive for longer than a retention period). Each erasure is one transaction
 that leaves a tombstone (``EventStore.erase``)."""
 
@@ -11,6 +12,7 @@ import click
 from rich.progress import Progress
 
 from viewstore.cli.app import Context, UserError, cli, json_option, pass_state, printable
+from viewstore.errors import ConversationHasForksError
 
 _DURATION = re.compile(r"^\s*(\d{1,6})\s*([dhms])\s*$")
 _UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
@@ -28,6 +30,28 @@ def parse_duration(text: str) -> timedelta:
             f"got {printable(text)!r}"
         )
     return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+@cli.command()
+@click.argument("source")
+@click.option("--at", "at_seq", required=True, type=int, help="The last seq the fork shares.")
+@click.option("--id", "new_id", default=None, help="The fork's id (default: a new UUID).")
+@json_option
+@pass_state
+def fork(state: Context, source: str, at_seq: int, new_id: str | None, as_json: bool) -> None:
+    """Start a new conversation from a conversation's first events (shared, not copied)."""
+    created = state.store.fork(source, at_seq, new_id)
+    view = state.store.view(created)
+    if as_json:
+        origin = state.store.fork_origin(created)
+        assert origin is not None
+        state.print_json({"id": created, **origin.to_dict(), "view_length": len(view.events)})
+        return
+    state.out.print(
+        f"forked {printable(source)} at seq {at_seq} as {printable(created)} "
+        f"(view of {len(view.events)} events)",
+        markup=False,
+    )
 
 
 @cli.command()
@@ -63,7 +87,11 @@ def erase(state: Context, conversation: str, reason: str, as_json: bool) -> None
 def prune(
     state: Context, inactive_for: str, reason: str | None, dry_run: bool, as_json: bool
 ) -> None:
-    """Erase every conversation inactive for longer than a retention period."""
+    """Erase every conversation inactive for longer than a retention period.
+
+    A conversation with forks is erased after them, in a later round (a fork reads its
+    shared prefix from it); one whose forks are still active stays. A dry run lists the
+    first round only."""
     period = parse_duration(inactive_for)
     before = datetime.now(UTC) - period
     why = reason or f"retention: inactive for {inactive_for.strip()}"
@@ -83,8 +111,12 @@ def prune(
         task = progress.add_task("pruning", total=None)
         while batch := state.store.inactive_conversations(before=before, limit=BATCH):
             for key in batch:
-                # Appended to since it was listed: no longer inactive, so it stays.
-                if state.store.erase(key, reason=why, inactive_before=before) is not None:
+                # Appended to (or forked) since it was listed: no longer erasable, it stays.
+                try:
+                    gone = state.store.erase(key, reason=why, inactive_before=before)
+                except ConversationHasForksError:
+                    gone = None
+                if gone is not None:
                     erased.append(key)
                 progress.advance(task)
     if as_json:
