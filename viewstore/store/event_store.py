@@ -143,7 +143,6 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods):
         tail = self._tails.get(key)
         if (
             tail is None
-            or tail.shares_prefix
             or not self._fast
             or append_hook is not None  # crash points exist only on the ordinary path
             or not batch
@@ -152,6 +151,8 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods):
             or needs_view(batch)
         ):
             return None
+        if tail.prefix and self._in_prefix(tail.prefix, [e.id for e in batch]):
+            return None  # a resend or a clash: the ordinary path tells which
         plan = fast_path.plan(key, tail, batch, datetime.now(UTC), self._chain_key)
         if not self._write_plan(plan):
             self._tails.drop(key)  # stale, or a stored id: the ordinary path will tell
@@ -165,6 +166,10 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods):
             first_seq=tail.state.version + 1,
             rows_written=plan.projection.rows_written,
         )
+
+    def _in_prefix(self, prefix: tuple[lineage.Segment, ...], ids: list[str]) -> bool:
+        with self._read() as conn:
+            return lineage.holds_any(conn, prefix, ids)
 
     def _write_plan(self, plan: fast_path.Plan) -> bool:
         """Commit the plan; False when it was stale or hit a stored id (nothing written)."""
@@ -202,7 +207,7 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods):
                 rows.state_from_row(row),
                 row.last_hash,
                 row.updated_at,
-                shares_prefix=lineage.is_fork(row),
+                prefix=tuple(lineage.segments(conn, row)[:-1]),
             )
         if expected is not None and expected != version:
             retry = self._as_retry(conn, key, batch, row=row, expected=expected, version=version)
@@ -211,7 +216,7 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods):
             logger.info("conflict on %r: expected version %d, found %d", key, expected, version)
             raise ConcurrencyError(key, expected, version)
         # The lock's check sees a fork's own events only, not the prefix it shares.
-        maybe_stored = maybe_stored or (tail is not None and tail.shares_prefix)
+        maybe_stored = maybe_stored or (tail is not None and bool(tail.prefix))
         stored = rows.stored_payloads(conn, row, [e.id for e in batch]) if maybe_stored else {}
         duplicates: list[str] = []
         fresh: list[Event] = []
@@ -248,9 +253,7 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods):
             first_seq=version + 1,
             rows_written=projection.rows_written,
         )
-        return result, fast_path.Tail(
-            projection.state, last_hash, now, shares_prefix=tail.shares_prefix
-        )
+        return result, fast_path.Tail(projection.state, last_hash, now, prefix=tail.prefix)
 
     def _as_retry(
         self,

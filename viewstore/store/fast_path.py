@@ -33,6 +33,7 @@ from sqlalchemy import Connection, Dialect, Engine, Table
 from viewstore.events import Event
 from viewstore.projector import Projection, ProjectionState, project
 from viewstore.store import rows, server_append
+from viewstore.store.lineage import Segment
 from viewstore.store.schema import conversations, events, manipulation_indices, view_entries
 from viewstore.store.translate import driver_errors, unique_violation
 
@@ -50,9 +51,10 @@ class Tail:
     state: ProjectionState
     last_hash: str
     recorded_at: datetime | None = None  # of the last append (see rows.not_before)
-    # A fork: this path tells a stored id by the log's unique key, which does not cover the
-    # prefix a fork shares with its source, so every append to a fork takes the ordinary path.
-    shares_prefix: bool = False
+    # A fork's shared prefix (its sources' parts of its lineage). This path tells a stored id
+    # by the log's unique key, which does not cover them: the store first asks them, which
+    # can be done outside the write, as a prefix never changes.
+    prefix: tuple[Segment, ...] = ()
 
 
 class Tails:
@@ -106,7 +108,9 @@ def plan(
     now = rows.not_before(now, tail.recorded_at)
     log, last_hash = rows.log_rows(key, numbered, tail.last_hash, now, chain_key)
     projection = project(tail.state, numbered)
-    return Plan(key, tail, log, projection, Tail(projection.state, last_hash, now), now)
+    return Plan(
+        key, tail, log, projection, Tail(projection.state, last_hash, now, tail.prefix), now
+    )
 
 
 def _entry_rows(p: Plan) -> list[dict[str, Any]]:

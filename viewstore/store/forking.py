@@ -50,17 +50,8 @@ def fork(conn: Connection, source: str, at_seq: int, new_id: str, now: datetime)
     while row.forked_from is not None and at_seq <= row.fork_seq:
         row = reads.conversation_row(conn, row.forked_from)
     owner = row.id
-    last_hash = conn.execute(
-        select(events.c.hash).where(events.c.conversation_id == owner, events.c.seq == at_seq)
-    ).scalar_one()
-    view = rows.load_current_view(conn, owner, as_of=at_seq)
-    tracker, _ = IndexTracker.scan(view)
-    state = ProjectionState(
-        version=at_seq,
-        unhandled_request=reads.unhandled_as_of(conn, row, at_seq),
-        tracker=tracker.state(),
-    )
-    values = rows.state_values(state, last_hash)
+    latest = at_seq == row.version
+    values = rows.state_values(*_state_at(conn, row, at_seq))
     values.update(
         id=new_id,
         created_at=now,
@@ -74,7 +65,31 @@ def fork(conn: Connection, source: str, at_seq: int, new_id: str, now: datetime)
         (view_entries, ("entered_seq", "left_seq")),
         (manipulation_indices, ("from_seq", "to_seq")),
     ):
-        _copy_alive(conn, table, lifetime=lifetime, source=owner, new_id=new_id, at_seq=at_seq)
+        _copy_alive(
+            conn,
+            table,
+            lifetime=lifetime,
+            source=owner,
+            new_id=new_id,
+            at_seq=None if latest else at_seq,
+        )
+
+
+def _state_at(conn: Connection, row: Any, at_seq: int) -> tuple[ProjectionState, str]:
+    """The carried state and chain hash of the conversation of ``row`` right after its event
+    ``at_seq``: its row's own when that is its last event, else recomputed."""
+    if at_seq == row.version:
+        return rows.state_from_row(row), row.last_hash
+    last_hash = conn.execute(
+        select(events.c.hash).where(events.c.conversation_id == row.id, events.c.seq == at_seq)
+    ).scalar_one()
+    tracker, _ = IndexTracker.scan(rows.load_current_view(conn, row.id, as_of=at_seq))
+    state = ProjectionState(
+        version=at_seq,
+        unhandled_request=reads.unhandled_as_of(conn, row, at_seq),
+        tracker=tracker.state(),
+    )
+    return state, last_hash
 
 
 def _copy_alive(
@@ -84,10 +99,11 @@ def _copy_alive(
     lifetime: tuple[str, str],
     source: str,
     new_id: str,
-    at_seq: int,
+    at_seq: int | None,
 ) -> None:
-    """Copy ``source``'s rows of ``table`` alive right after ``at_seq`` to ``new_id``, still
-    open (whatever closed them later happened in the source only)."""
+    """Copy ``source``'s rows of ``table`` alive right after ``at_seq`` (None: now, read by
+    the partial index of open rows) to ``new_id``, still open (whatever closed them later
+    happened in the source only)."""
     start, end = lifetime
     columns = [column.name for column in table.columns]
     chosen = [
@@ -98,9 +114,12 @@ def _copy_alive(
         else table.c[name]
         for name in columns
     ]
-    query = select(*chosen).where(
-        table.c.conversation_id == source, rows.alive_at(table.c[start], table.c[end], at_seq)
+    alive = (
+        table.c[end].is_(None)
+        if at_seq is None
+        else rows.alive_at(table.c[start], table.c[end], at_seq)
     )
+    query = select(*chosen).where(table.c.conversation_id == source, alive)
     conn.execute(insert(table).from_select(columns, query))
 
 

@@ -8,12 +8,13 @@ conversation each range is a single-shard read (docs/distribution.md).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, select
 
-from viewstore.store.schema import conversations
+from viewstore.store.schema import conversations, events
 
 #: More ancestors than any real lineage has; a longer walk means a cycle in corrupted rows.
 MAX_DEPTH = 10_000
@@ -69,3 +70,18 @@ def owner(conn: Connection, row: Any, seq: int) -> str:
         if seq >= segment.after:
             return segment.conversation_id
     raise AssertionError("the first segment starts at 0")
+
+
+def holds_any(conn: Connection, parts: Sequence[Segment], event_ids: Sequence[str]) -> bool:
+    """Whether any of ``event_ids`` is an event of these segments."""
+    for segment in parts:
+        query = select(events.c.seq).where(
+            events.c.conversation_id == segment.conversation_id,
+            events.c.event_id.in_(event_ids),
+            events.c.seq > segment.after,
+        )
+        if segment.upto is not None:
+            query = query.where(events.c.seq <= segment.upto)
+        if conn.execute(query.limit(1)).first() is not None:
+            return True
+    return False
