@@ -6,7 +6,8 @@ The PostgreSQL server URL defaults to ``VIEWSTORE_TEST_POSTGRES_URL``; a fresh d
 created on it for the run and dropped afterwards. SQLite runs on a temporary file. Results are
 printed and written to ``benchmarks/results/`` (cli.json, view.json, store-sqlite.json,
 store-postgresql.json, web-sqlite.json, web-postgresql.json, prune-sqlite.json,
-prune-postgresql.json, server-append.json, partitions.json, and openhands-sqlite.json /
+prune-postgresql.json, fork-sqlite.json, fork-postgresql.json, server-append.json,
+partitions.json, and openhands-sqlite.json /
 openhands-postgresql.json where the OpenHands SDK is installed).
 ``--quick`` shrinks every size, for a smoke test of the suite itself: its figures mean nothing.
 """
@@ -27,6 +28,7 @@ from sqlalchemy.engine import make_url
 
 from benchmarks import (
     bench_cli,
+    bench_fork,
     bench_partitions,
     bench_prune,
     bench_server_append,
@@ -57,6 +59,7 @@ def _openhands(url: str, results: Path, backend: str, quick: bool) -> None:
 
 QUICK_WEB = ["--events", "600", "--repeat", "2"]
 QUICK_PRUNE = ["--conversations", "5", "--events", "20"]
+QUICK_FORK = ["--events", "300", "--repeat", "1", "--blocks", "2"]
 QUICK_SERVER_APPEND = ["--blocks", "3", "--block", "5"]
 QUICK_PARTITIONS = ["--blocks", "2", "--block", "5", "--conversations", "2", "--read-size", "200"]
 
@@ -110,6 +113,11 @@ def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
     bench_prune.main(
         ["--url", prune_db, "--output", str(results / "prune-sqlite.json"), *prune_args]
     )
+    print("\n== forks, SQLite", flush=True)
+    bench_fork.main(
+        ["--url", f"sqlite:///{scratch / 'fork.db'}", "--output", str(results / "fork-sqlite.json")]
+        + (QUICK_FORK if quick else [])
+    )
     print("\n== viewer pages, SQLite", flush=True)
     bench_web.main(["--url", f"sqlite:///{scratch / 'web.db'}", *web_args])
     if not postgres_url:
@@ -126,6 +134,12 @@ def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
     with scratch_postgres(postgres_url) as url:
         bench_prune.main(
             ["--url", url, "--output", str(results / "prune-postgresql.json"), *prune_args]
+        )
+    print("\n== forks, PostgreSQL", flush=True)
+    with scratch_postgres(postgres_url) as url:
+        bench_fork.main(
+            ["--url", url, "--output", str(results / "fork-postgresql.json")]
+            + (QUICK_FORK if quick else [])
         )
     print("\n== server-side append, PostgreSQL", flush=True)
     with scratch_postgres(postgres_url) as url:

@@ -24,6 +24,9 @@ def test_suite_runs_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert json.loads((tmp_path / "view.json").read_text())["append"]["ratio"] > 0
     web = json.loads((tmp_path / "web-sqlite.json").read_text())
     assert web["condensed"]["pages"]["conversation_now"]["ms"] > 0
+    fork = json.loads((tmp_path / "fork-sqlite.json").read_text())
+    assert fork["condensed"]["last"]["rows_written"]["events"] == 0
+    assert fork["append_ms"]["fork"] > 0
     cli = json.loads((tmp_path / "cli.json").read_text())
     assert cli["ratio_to_bare_interpreter"]["python -c pass"] == 1.0
     assert cli["median_ms"]["viewstore --help"] > 0

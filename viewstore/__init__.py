@@ -23,6 +23,7 @@ logging.getLogger("viewstore").addHandler(logging.NullHandler())
 if TYPE_CHECKING:
     from viewstore.errors import (
         AuthenticationError,
+        ChainMismatchError,
         CheckpointError,
         ConcurrencyError,
         ConversationErasedError,
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
         ConversationInfo,
         EventStore,
         ForkOrigin,
+        Redaction,
         StoredEvent,
         StoredView,
         Tombstone,
@@ -67,6 +69,7 @@ _WHERE = {
     "AppendResult": _STORE,
     "AuthenticationError": _ERRORS,
     "CheckpointError": _ERRORS,
+    "ChainMismatchError": _ERRORS,
     "ConcurrencyError": _ERRORS,
     "ConversationInfo": _STORE,
     "ConversationErasedError": _ERRORS,
@@ -91,6 +94,7 @@ _WHERE = {
     "StoredEvent": _STORE,
     "StoredView": _STORE,
     "ForkOrigin": _STORE,
+    "Redaction": _STORE,
     "Tombstone": _STORE,
     "TransientStorageError": _ERRORS,
     "UnsupportedDatabaseError": _ERRORS,
@@ -107,6 +111,7 @@ _RENAMED = {"create_engine": "create_engine_for"}
 __all__ = [  # every name of _WHERE, and the version
     "AppendResult",
     "AuthenticationError",
+    "ChainMismatchError",
     "CheckpointError",
     "ConcurrencyError",
     "ConversationErasedError",
@@ -125,6 +130,7 @@ __all__ = [  # every name of _WHERE, and the version
     "ManipulationIndices",
     "NoManipulationIndexError",
     "PayloadTooLargeError",
+    "Redaction",
     "Role",
     "SchemaError",
     "SchemaMismatchError",

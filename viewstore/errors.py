@@ -118,6 +118,19 @@ class ConversationHasForksError(ViewstoreError):
         )
 
 
+class ChainMismatchError(ViewstoreError):
+    """An operation that relies on the hash chain found it broken at the event it needed."""
+
+    def __init__(self, conversation_id: str, seq: int, event_id: str, reason: str) -> None:
+        self.conversation_id = conversation_id
+        self.seq = seq
+        self.event_id = event_id
+        super().__init__(
+            f"event {event_id!r} (seq {seq}) of conversation {conversation_id!r}: {reason}; "
+            "nothing was changed (run viewstore verify)"
+        )
+
+
 class ConcurrencyError(ViewstoreError):
     """The conversation's version is not the one the caller expected.
 

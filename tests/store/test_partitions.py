@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import Connection, text
 
 from viewstore import EventStore, InvalidArgumentError, UnsupportedDatabaseError
-from viewstore.store.partitions import TABLES
+from viewstore.store.partitions import APPEND_ONLY, TABLES
 
 from ..cli._process import error_line, run
 from ..ops._helpers import condensed_history, message
@@ -87,10 +87,10 @@ def test_a_partitioned_store_has_the_plain_stores_shape(db_url: str, second_pg_u
                 )
             ).all()
             assert sorted(map(tuple, guards)) == sorted(
-                [(table, f"{table}_no_truncate") for table in ("events", "tombstones")]
+                [(table, f"{table}_no_truncate") for table in APPEND_ONLY]
                 + [
                     (f"{table}_p{i}", f"{table}_p{i}_no_truncate")
-                    for table in ("events", "tombstones")
+                    for table in APPEND_ONLY
                     for i in range(4)
                 ]
             )
@@ -123,6 +123,7 @@ def test_each_partition_of_the_log_refuses_what_the_log_refuses(db_url: str) -> 
             "DELETE FROM events_p1",
             "UPDATE events_p2 SET payload = '{}'",
             "TRUNCATE tombstones_p0",
+            "TRUNCATE redactions_p1",
         ):
             with store.engine.begin() as conn, pytest.raises(Exception, match="append-only"):
                 conn.execute(text(statement))

@@ -19,9 +19,9 @@ from viewstore.chain import GENESIS, chain_hash
 from viewstore.errors import ConversationNotFoundError
 from viewstore.events import Event, parse_event
 from viewstore.projector import Projection, ViewEntry, project_from_scratch
-from viewstore.store import anchors, derived, forking, reads, rows
+from viewstore.store import anchors, derived, forking, reads, redaction, rows
 from viewstore.store.anchors import Checkpoint
-from viewstore.store.records import ConversationReport, VerifyReport
+from viewstore.store.records import ConversationReport, Redaction, VerifyReport
 from viewstore.store.schema import manipulation_indices, view_entries
 from viewstore.store.stored_events import envelope
 from viewstore.view import View, full_indices
@@ -62,7 +62,8 @@ def verify_conversation(
     anchor = None if checkpoint is None else checkpoint.heads.get(key)
     if anchor is not None and checkpoint is not None:
         report.problems.extend(anchors.compare(stored, anchor, checkpoint))
-    _check_log(conv.version, conv.last_hash, stored, report, chain_key)
+    records = redaction.lineage_records(conn, conv)
+    _check_log(conv, stored, records, report, chain_key)
     try:
         log = [(row.seq, parse_event(row.payload)) for row in stored]
     except ValueError as error:
@@ -84,17 +85,27 @@ def verify_conversation(
 
 
 def _check_log(
-    version: int,
-    last_hash: str,
+    conv: Row[Any],
     stored: Sequence[Row[Any]],
+    records: dict[int, list[Redaction]],
     report: ConversationReport,
     chain_key: bytes | None,
 ) -> None:
+    version, last_hash = conv.version, conv.last_hash
     previous = GENESIS
     for expected_seq, event in enumerate(stored, start=1):
         if event.seq != expected_seq:
             report.problems.append(f"seq {expected_seq} is missing from the log")
             return
+        redacted = records.get(event.seq)
+        if redacted:
+            problems, note = redaction.check_redacted(event, previous, redacted, chain_key)
+            report.notes.append(note)
+            if problems:
+                report.problems.extend(problems)
+                return
+            previous = event.hash
+            continue
         unkeyed = previous
         previous = chain_hash(previous, event.seq, event.event_id, event.payload, chain_key)
         if (

@@ -19,7 +19,7 @@ from viewstore.store.roles import role_names
 from viewstore.store.server_append import FUNCTION, signature
 
 #: Tables with triggers the shards must run (the append-only guards).
-GUARDED = ("events", "tombstones")
+GUARDED = ("events", "tombstones", "redactions")
 
 
 def statements(database: str) -> list[str]:

@@ -27,6 +27,7 @@ from viewstore.store.schema import (
     conversations,
     events,
     manipulation_indices,
+    redactions,
     tombstones,
     view_entries,
 )
@@ -38,6 +39,7 @@ _ROWS_OF = (
     (view_entries, view_entries.c.conversation_id),
     (manipulation_indices, manipulation_indices.c.conversation_id),
     (base_states, base_states.c.conversation_id),
+    (redactions, redactions.c.conversation_id),
     (events, events.c.conversation_id),
     (conversations, conversations.c.id),
 )

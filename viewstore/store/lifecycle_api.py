@@ -4,13 +4,14 @@ the conversations a retention policy would erase (``viewstore prune``)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import overload
 
 from viewstore.errors import InvalidArgumentError
-from viewstore.store import erasure, forking, reads
+from viewstore.store import erasure, forking, reads, redaction
 from viewstore.store.inputs import check_integer, conversation_key, new_conversation_key
-from viewstore.store.records import ForkOrigin, Tombstone
+from viewstore.store.records import ForkOrigin, Redaction, Tombstone
 from viewstore.store.store_core import ConversationId, StoreCore
 
 MAX_REASON = 4096
@@ -39,6 +40,53 @@ class LifecycleMethods(StoreCore):
         with self._write() as conn:
             forking.fork(conn, key, at_seq, fresh, datetime.now(UTC))
         return fresh
+
+    def redact(
+        self,
+        conversation_id: ConversationId,
+        event_id: str,
+        *,
+        reason: str,
+        paths: Iterable[str] | None = None,
+    ) -> Redaction:
+        """Remove the content of one event, or only the strings under ``paths`` (JSON
+        Pointers such as ``/observation/content``), from the log and from every copy the
+        store keeps (view rows, a condensation's summary, the forks that share the event),
+        in one transaction. The envelope the view is built from stays, so views, indices
+        and the request flag do not change; a path into it is refused. Each redaction leaves
+        a :class:`Redaction` record; ``verify`` reports a redacted event as redacted, carries
+        the hash chain across it, and still finds any other change (docs/lifecycle.md).
+
+        ``event_id`` may be in a fork's shared prefix: the event is then redacted in its
+        source, and so in every fork that shares it."""
+        key = conversation_key(conversation_id)
+        _check_reason(reason)
+        if not isinstance(event_id, str) or not event_id:
+            raise InvalidArgumentError(f"event_id must be a non-empty string, got {event_id!r}")
+        chosen = None
+        if paths is not None:
+            chosen = [paths] if isinstance(paths, str) else list(paths)
+            if not chosen:
+                raise InvalidArgumentError("paths must name at least one JSON Pointer, or be None")
+        with self._write() as conn:
+            return redaction.redact(
+                conn,
+                key,
+                event_id,
+                reason=reason,
+                paths=chosen,
+                now=datetime.now(UTC),
+                chain_key=self._chain_key,
+            )
+
+    def redactions(self, conversation_id: ConversationId) -> list[Redaction]:
+        """The redaction records of the conversation's events (its shared prefix included),
+        in seq order."""
+        key = conversation_key(conversation_id)
+        with self._read() as conn:
+            row = reads.conversation_row(conn, key)
+            found = redaction.lineage_records(conn, row)
+        return [record for seq in sorted(found) for record in found[seq]]
 
     def fork_origin(self, conversation_id: ConversationId) -> ForkOrigin | None:
         """Where the conversation was forked from, or None if it is not a fork."""
@@ -83,12 +131,7 @@ class LifecycleMethods(StoreCore):
         erased and None returned (a retention policy must not erase a conversation that came
         back to life while it ran)."""
         key = conversation_key(conversation_id)
-        if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_REASON:
-            raise InvalidArgumentError(
-                f"reason must be non-empty text of at most {MAX_REASON} characters"
-            )
-        if "\x00" in reason:
-            raise InvalidArgumentError("reason must not contain a NUL character")
+        _check_reason(reason)
         if inactive_before is not None:
             _check_aware("inactive_before", inactive_before)
         self._tails.drop(key)
@@ -108,6 +151,15 @@ class LifecycleMethods(StoreCore):
         check_integer("limit", limit, minimum=1)
         with self._read() as conn:
             return erasure.inactive(conn, before, limit)
+
+
+def _check_reason(reason: object) -> None:
+    if not isinstance(reason, str) or not reason.strip() or len(reason) > MAX_REASON:
+        raise InvalidArgumentError(
+            f"reason must be non-empty text of at most {MAX_REASON} characters"
+        )
+    if "\x00" in reason:
+        raise InvalidArgumentError("reason must not contain a NUL character")
 
 
 def _check_aware(name: str, value: object) -> None:

@@ -33,11 +33,13 @@ TABLES = {
     "manipulation_indices": "conversation_id",
     "base_states": "conversation_id",
     "tombstones": "conversation_id",
+    "redactions": "conversation_id",
 }
 #: The append-only tables and the function their guards call.
 APPEND_ONLY = {
     "events": "viewstore_events_append_only",
     "tombstones": "viewstore_tombstones_append_only",
+    "redactions": "viewstore_redactions_append_only",
 }
 MAX_PARTITIONS = 1024
 

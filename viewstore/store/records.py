@@ -159,6 +159,42 @@ class ForkOrigin:
 
 
 @dataclass(frozen=True)
+class Redaction:
+    """One redaction of an event (``store.redact()``): which event, which JSON paths (None:
+    all its content), why, when and (PostgreSQL) by which database user, and what ``verify``
+    checks it by: the chain hashes around the event and the SHA-256 digests of its payload
+    before and after."""
+
+    conversation_id: str
+    seq: int
+    round: int
+    event_id: str
+    paths: tuple[str, ...] | None
+    reason: str
+    redacted_at: datetime
+    redacted_by: str | None
+    previous_hash: str
+    event_hash: str
+    removed_digest: str
+    redacted_digest: str
+    record_hash: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "conversation_id": self.conversation_id,
+            "seq": self.seq,
+            "round": self.round,
+            "event_id": self.event_id,
+            "paths": None if self.paths is None else list(self.paths),
+            "reason": self.reason,
+            "redacted_at": self.redacted_at.isoformat(),
+            "redacted_by": self.redacted_by,
+            "removed_digest": self.removed_digest,
+            "redacted_digest": self.redacted_digest,
+        }
+
+
+@dataclass(frozen=True)
 class Tombstone:
     """What is left of an erased conversation (``store.erase()``): how many events it had,
     the hash its chain ended on, when it was created, last appended to and erased, why, and

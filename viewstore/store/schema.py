@@ -238,3 +238,25 @@ tombstones = Table(
     Column("erased_by", String(255), nullable=True),
     PrimaryKeyConstraint("conversation_id"),
 )
+
+# One row per redaction of an event (``EventStore.redact``): what was removed, when, why and by
+# whom, and what ``verify`` needs to carry the hash chain across the changed payload. A second
+# redaction of the same event is its next ``round``. Append-only (migration 0013).
+redactions = Table(
+    "redactions",
+    metadata,
+    Column("conversation_id", CONVERSATION_ID, nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("round", Integer, nullable=False),
+    Column("event_id", ID, nullable=False),
+    Column("paths", Text, nullable=True),  # JSON array of JSON Pointers; NULL: all content
+    Column("reason", Text, nullable=False),
+    Column("redacted_at", DateTime(timezone=True), nullable=False),
+    Column("redacted_by", String(255), nullable=True),
+    Column("previous_hash", String(64), nullable=False),
+    Column("event_hash", String(64), nullable=False),
+    Column("removed_digest", String(64), nullable=False),  # SHA-256 of the payload before
+    Column("redacted_digest", String(64), nullable=False),  # and after
+    Column("record_hash", String(64), nullable=False),
+    PrimaryKeyConstraint("conversation_id", "seq", "round"),
+)

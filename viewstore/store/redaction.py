@@ -1,0 +1,341 @@
+"""Redaction: remove the content of one event and keep everything the view logic reads.
+
+The new payload keeps the event's *envelope* (``ENVELOPE``: kind, id, source, timestamp,
+parent id, tool-call and LLM-response ids, forgotten ids, summary offset; and every nested
+``kind``, which names a type to whoever parses the event) and replaces every other string, or
+only the strings under the JSON Pointers given, by ``MARK``. The event then parses to the same
+envelope, so views, indices and the request flag are unchanged; a change that would alter one
+is refused.
+
+The hash chain covers each event's exact payload (``viewstore.chain``), so a redacted event no
+longer matches its own link. The link is carried by its record instead: before anything is
+changed the link is checked (the chain hash of the previous event, this seq, this id and the
+payload being removed must give the stored hash), and the record keeps the previous hash, the
+event's hash, and the SHA-256 digests of the payload before and after. ``verify`` then goes on
+from the record's event hash, and still finds any other change: a payload whose digest is not
+the record's, a record whose own hash (keyed like the chain) does not match, a hash changed
+anywhere. Existing chains need no rewriting, and checkpoints taken before a redaction still
+verify (the hashes do not change). docs/lifecycle.md compares this with re-chaining over
+digests.
+
+Like ``rows``, every function takes an open ``Connection`` and never commits.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, insert, select, text, update
+
+from viewstore.chain import GENESIS, chain_hash
+from viewstore.errors import (
+    ChainMismatchError,
+    ConversationNotFoundError,
+    InvalidArgumentError,
+)
+from viewstore.events import Event, Role, canonical_json, parse_event, summary_event
+from viewstore.store import erasure, lineage, reads, rows
+from viewstore.store.records import Redaction
+from viewstore.store.schema import (
+    condensations,
+    conversations,
+    events,
+    redactions,
+    view_entries,
+)
+from viewstore.store.scrub import digest, redacted_payload
+
+# -- the operation --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Located:
+    owner: str  # the conversation whose log row holds the event (a fork's source, perhaps)
+    seq: int
+    payload: str
+    hash: str
+
+
+def _locate(conn: Connection, key: str, event_id: str) -> _Located:
+    row = reads.conversation_row(conn, key)
+    for segment in reversed(lineage.segments(conn, row)):
+        query = select(events.c.seq, events.c.payload, events.c.hash).where(
+            events.c.conversation_id == segment.conversation_id,
+            events.c.event_id == event_id,
+            events.c.seq > segment.after,
+        )
+        if segment.upto is not None:
+            query = query.where(events.c.seq <= segment.upto)
+        found = conn.execute(query).first()
+        if found is not None:
+            return _Located(segment.conversation_id, found.seq, found.payload, found.hash)
+    raise InvalidArgumentError(f"conversation {key!r} has no event {event_id!r}")
+
+
+def redact(
+    conn: Connection,
+    key: str,
+    event_id: str,
+    *,
+    reason: str,
+    paths: Sequence[str] | None,
+    now: datetime,
+    chain_key: bytes | None,
+) -> Redaction:
+    """Redact the event in the caller's transaction; the conversation holding the event is
+    locked first, as an append locks it."""
+    if rows.lock_conversation(conn, key) is None:
+        erasure.refuse_if_erased(conn, key)
+        raise ConversationNotFoundError(key)
+    at = _locate(conn, key, event_id)
+    if at.owner != key:
+        rows.lock_conversation(conn, at.owner)
+    earlier = records_of(conn, at.owner, at.seq)
+    previous = _previous_hash(conn, at.owner, at.seq)
+    _check_link(at, event_id, previous, earlier, chain_key)
+    payload = redacted_payload(at.payload, paths)
+    if payload == at.payload:
+        raise InvalidArgumentError(f"event {event_id!r}: nothing left to redact there")
+    by = conn.execute(text("SELECT current_user")).scalar() if _is_pg(conn) else None
+    values: dict[str, Any] = {
+        "conversation_id": at.owner,
+        "seq": at.seq,
+        "round": len(earlier) + 1,
+        "event_id": event_id,
+        "paths": None if paths is None else json.dumps(list(paths)),
+        "reason": reason,
+        "redacted_at": now,
+        "redacted_by": by,
+        "previous_hash": previous,
+        "event_hash": at.hash,
+        "removed_digest": digest(at.payload),
+        "redacted_digest": digest(payload),
+    }
+    values["record_hash"] = record_hash(values, chain_key)
+    conn.execute(insert(redactions).values(values))  # first: the log's guard looks for it
+    conn.execute(
+        update(events)
+        .where(events.c.conversation_id == at.owner, events.c.seq == at.seq)
+        .values(payload=payload)
+    )
+    _redact_copies(conn, at, event_id, parse_event(payload))
+    return to_record(values)
+
+
+def _is_pg(conn: Connection) -> bool:
+    return conn.dialect.name == "postgresql"
+
+
+def _previous_hash(conn: Connection, owner: str, seq: int) -> str:
+    if seq == 1:
+        return GENESIS
+    (before,) = reads.read_events(conn, owner, after=seq - 2, upto=seq - 1)
+    return before.hash
+
+
+def _check_link(
+    at: _Located,
+    event_id: str,
+    previous: str,
+    earlier: list[Redaction],
+    chain_key: bytes | None,
+) -> None:
+    """Refuse to redact an event whose link in the chain does not hold now: the record would
+    vouch for a link nobody can check any more."""
+    if earlier:
+        last = earlier[-1]
+        if last.redacted_digest != digest(at.payload) or last.event_hash != at.hash:
+            raise ChainMismatchError(
+                at.owner, at.seq, event_id, "its payload or hash changed since its last redaction"
+            )
+        return
+    if chain_hash(previous, at.seq, event_id, at.payload, chain_key) != at.hash:
+        raise ChainMismatchError(
+            at.owner,
+            at.seq,
+            event_id,
+            "its hash does not follow from its payload and the previous hash (or this store's "
+            "chain key is not the one it was written with)",
+        )
+
+
+def _redact_copies(conn: Connection, at: _Located, event_id: str, event: Event) -> None:
+    """Every copy the store keeps: the view rows of the conversation and of every fork that
+    shares the event, and for a condensation its summary."""
+    holders = [at.owner, *_sharing_forks(conn, at.owner, at.seq)]
+    for holder in holders:
+        conn.execute(
+            update(view_entries)
+            .where(
+                view_entries.c.conversation_id == holder,
+                view_entries.c.event_id == event_id,
+                view_entries.c.seq == at.seq,
+                view_entries.c.is_summary.is_(False),
+            )
+            .values(payload=event.payload_json)
+        )
+    if event.role is not Role.CONDENSATION:
+        return
+    conn.execute(
+        update(condensations)
+        .where(condensations.c.conversation_id == at.owner, condensations.c.seq == at.seq)
+        .values(summary=rows.without_nul(event.summary))
+    )
+    if event.inserts_summary:
+        summary = summary_event(event)
+        for holder in holders:
+            conn.execute(
+                update(view_entries)
+                .where(
+                    view_entries.c.conversation_id == holder,
+                    view_entries.c.seq == at.seq,
+                    view_entries.c.is_summary.is_(True),
+                )
+                .values(payload=summary.payload_json)
+            )
+
+
+def _sharing_forks(conn: Connection, owner: str, seq: int) -> list[str]:
+    """The forks (and their forks) whose shared prefix holds seq ``seq`` of ``owner``."""
+    found: list[str] = []
+    query = select(conversations.c.id).where(
+        conversations.c.forked_from == owner, conversations.c.fork_seq >= seq
+    )
+    frontier = [row.id for row in conn.execute(query)]
+    while frontier:
+        found.extend(frontier)
+        frontier = [child for parent in frontier for child in erasure.forks_of(conn, parent)]
+    return found
+
+
+# -- the records ----------------------------------------------------------------------------
+
+
+def _when(value: datetime) -> str:
+    return reads.aware(value).astimezone(UTC).isoformat()
+
+
+def record_hash(values: dict[str, Any], chain_key: bytes | None) -> str:
+    """The record's own hash: the chain's function (keyed when the store has a chain key)
+    over the event's hash and every other field of the record."""
+    fields = [
+        values["conversation_id"],
+        values["round"],
+        values["paths"],
+        values["reason"],
+        _when(values["redacted_at"]),
+        values["redacted_by"],
+        values["previous_hash"],
+        values["removed_digest"],
+        values["redacted_digest"],
+    ]
+    return chain_hash(
+        values["event_hash"], values["seq"], values["event_id"], canonical_json(fields), chain_key
+    )
+
+
+def to_record(values: Any) -> Redaction:
+    mapping: dict[str, Any] = dict(values if isinstance(values, dict) else values._mapping)
+
+    def get(name: str) -> Any:
+        return mapping[name]
+
+    paths = get("paths")
+    return Redaction(
+        conversation_id=get("conversation_id"),
+        seq=int(get("seq")),
+        round=int(get("round")),
+        event_id=get("event_id"),
+        paths=None if paths is None else tuple(json.loads(paths)),
+        reason=get("reason"),
+        redacted_at=reads.aware(get("redacted_at")),
+        redacted_by=get("redacted_by"),
+        previous_hash=get("previous_hash"),
+        event_hash=get("event_hash"),
+        removed_digest=get("removed_digest"),
+        redacted_digest=get("redacted_digest"),
+        record_hash=get("record_hash"),
+    )
+
+
+def records_of(conn: Connection, owner: str, seq: int | None = None) -> list[Redaction]:
+    """The redaction records of ``owner``'s own events (of seq ``seq`` only, if given), in
+    seq and round order."""
+    query = select(redactions).where(redactions.c.conversation_id == owner)
+    if seq is not None:
+        query = query.where(redactions.c.seq == seq)
+    ordered = query.order_by(redactions.c.seq, redactions.c.round)
+    return [to_record(row) for row in conn.execute(ordered)]
+
+
+def lineage_records(conn: Connection, row: Any) -> dict[int, list[Redaction]]:
+    """Every redaction record of the events of the conversation of ``row``, its shared
+    prefix included, by seq."""
+    found: dict[int, list[Redaction]] = {}
+    for segment in lineage.segments(conn, row):
+        for record in records_of(conn, segment.conversation_id):
+            inside = record.seq > segment.after and (
+                segment.upto is None or record.seq <= segment.upto
+            )
+            if inside:
+                found.setdefault(record.seq, []).append(record)
+    return found
+
+
+def check_redacted(
+    row: Any, previous: str, records: list[Redaction], chain_key: bytes | None
+) -> tuple[list[str], str]:
+    """``verify``'s link check for a redacted log row: the problems found (empty: the link
+    holds, and the payload is the one the last redaction left), and a note for the report."""
+    where = f"seq {row.seq} (event {row.event_id!r})"
+    problems = [
+        f"{where}: redaction record {record.round} does not match its own hash (the record "
+        "was altered, or written without the chain key)"
+        for record in records
+        if record_hash(_values(record), chain_key) != record.record_hash
+    ]
+    first = records[0]
+    if first.previous_hash != previous or any(r.event_hash != row.hash for r in records):
+        problems.append(
+            f"hash chain broken at {where}: the event or one before it was altered, "
+            "reordered or removed (it was redacted; its record holds the hashes it had)"
+        )
+    for before, after in itertools.pairwise(records):
+        if after.removed_digest != before.redacted_digest:
+            problems.append(
+                f"{where}: redaction {after.round} did not start where {before.round} ended"
+            )
+    if digest(row.payload) != records[-1].redacted_digest:
+        problems.append(
+            f"{where}: its payload is not the one its last redaction left: altered afterwards"
+        )
+    last = records[-1]
+    what = "all content" if last.paths is None else ", ".join(last.paths)
+    note = (
+        f"{where} redacted ({len(records)} time(s); last at {last.redacted_at.isoformat()}"
+        f"{'' if last.redacted_by is None else ' by ' + last.redacted_by}, {what}): "
+        f"{last.reason}"
+    )
+    return problems, note
+
+
+def _values(record: Redaction) -> dict[str, Any]:
+    return {
+        "conversation_id": record.conversation_id,
+        "seq": record.seq,
+        "round": record.round,
+        "event_id": record.event_id,
+        "paths": None if record.paths is None else json.dumps(list(record.paths)),
+        "reason": record.reason,
+        "redacted_at": record.redacted_at,
+        "redacted_by": record.redacted_by,
+        "previous_hash": record.previous_hash,
+        "event_hash": record.event_hash,
+        "removed_digest": record.removed_digest,
+        "redacted_digest": record.redacted_digest,
+    }
