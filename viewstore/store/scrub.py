@@ -110,7 +110,7 @@ def _redact_path(obj: dict[str, Any], path: str, event_id: str) -> None:
         else:
             raise InvalidArgumentError(f"event {event_id!r} has no value at {path}")
         if last:
-            parent[key] = _scrub(parent[key], token)
+            parent[key] = _scrub(parent[key], None)  # named outright: redacted even if kept
         else:
             parent = parent[key]
 
