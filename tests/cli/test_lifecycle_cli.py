@@ -179,3 +179,60 @@ def test_prune_erases_forks_before_their_source(db_url: str) -> None:
     assert json.loads(done.stdout)["erased"] == ["old-fork", "src"]
     assert store.conversation_ids() == ["busy-fork", "live"]  # a live fork keeps its source
     store.close()
+
+
+def test_redact_prints_the_record_and_refuses_bad_input(db_url: str) -> None:
+    store = _store(db_url, ["c"])
+    done = run("redact", "c", "c-1", "--reason", "leaked", "--json", url=db_url)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    assert (record["seq"], record["paths"], record["reason"]) == (1, None, "leaked")
+    plain = run("redact", "c", "c-2", "--reason", "r", "--path", "/llm_message/content", url=db_url)
+    assert plain.returncode == 0, plain.stderr
+    assert "redacted event c-2 (seq 2 of c): /llm_message/content" in plain.stdout
+    assert "[redacted]" in store.events("c")[1].payload_json
+    assert "has no event 'zz'" in error_line(run("redact", "c", "zz", "--reason", "r", url=db_url))
+    assert "part of the envelope" in error_line(
+        run("redact", "c", "c-1", "--reason", "r", "--path", "/id", url=db_url)
+    )
+    assert "nothing left to redact" in error_line(
+        run("redact", "c", "c-1", "--reason", "again", url=db_url)
+    )
+    verified = run("verify", url=db_url)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    store.close()
+
+
+EVENTS = 3000
+
+
+def test_a_killed_redaction_leaves_nothing_half_done(db_url: str) -> None:
+    """SIGKILL while a process redacts event after event, again and again: each event is
+    redacted whole (record, log and copies) or not at all, and verify passes."""
+    store = _store(db_url, [])
+    store.append("c", [message(f"m{j}", f"secret {j}") for j in range(EVENTS)])
+    code = (
+        "import sys\n"
+        "from viewstore import EventStore\n"
+        "store = EventStore(sys.argv[1])\n"
+        "done = {r.event_id for r in store.redactions('c')}\n"
+        f"for j in range({EVENTS}):\n"
+        "    if f'm{j}' not in done:\n"
+        "        store.redact('c', f'm{j}', reason='killed')\n"
+    )
+    counts = []
+    for delay in (0.4, 0.6, 0.8, 1.0, 1.5, 2.0):
+        process = subprocess.Popen([sys.executable, "-c", code, db_url], env=clean_env())
+        time.sleep(delay)
+        process.kill()
+        process.wait()
+        redacted = {r.event_id for r in store.redactions("c")}
+        view = {e.id: e.payload_json for e in store.view("c").events}
+        for event in store.events("c"):
+            gone = "[redacted]" in event.payload_json
+            assert gone == (event.event_id in redacted), event.event_id
+            assert view[event.event_id] == event.payload_json
+        assert store.verify("c").ok
+        counts.append(len(redacted))
+    assert any(0 < count < EVENTS for count in counts), f"no kill landed in the middle: {counts}"
+    store.close()

@@ -161,6 +161,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("catalogue", "The conversations: id, times, version, view length, request..."),
     "prune": ("lifecycle", "Erase every conversation inactive for longer than a retention..."),
     "rebuild": ("commands", "Rewrite the view and index rows from the event log (one..."),
+    "redact": ("lifecycle", "Remove an event's content from the log and every copy; its..."),
     "serve": ("serve", "Serve a read-only web viewer of the conversations."),
     "stats": ("commands", "Counts: conversations, events, view sizes, condensations."),
     "verify": ("commands", "Check the hash chain, every column derived from the log, and..."),

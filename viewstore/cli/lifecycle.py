@@ -1,7 +1,8 @@
 """A conversation's lifecycle: fork (a new conversation sharing another's prefix), and the
-commands that remove data the sanctioned way: erase (one conversation) and prune (every
-conversation inactive for longer than a retention period). Each erasure is one transaction
-that leaves a tombstone (``EventStore.erase``)."""
+commands that remove data the sanctioned way: redact (the content of one event), erase (one
+conversation) and prune (every conversation inactive for longer than a retention period).
+Each is one transaction per conversation that leaves a record (``EventStore.redact``,
+``EventStore.erase``)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,41 @@ def fork(state: Context, source: str, at_seq: int, new_id: str | None, as_json: 
     state.out.print(
         f"forked {printable(source)} at seq {at_seq} as {printable(created)} "
         f"(view of {len(view.events)} events)",
+        markup=False,
+    )
+
+
+@cli.command()
+@click.argument("conversation")
+@click.argument("event_id")
+@click.option("--reason", required=True, help="Why (kept in the redaction record).")
+@click.option(
+    "--path",
+    "paths",
+    multiple=True,
+    metavar="POINTER",
+    help="Redact only the strings under this JSON Pointer (like /observation); repeatable. "
+    "Default: all the event's content.",
+)
+@json_option
+@pass_state
+def redact(  # noqa: PLR0917 (click passes the options positionally by name)
+    state: Context,
+    conversation: str,
+    event_id: str,
+    reason: str,
+    paths: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Remove an event's content from the log and every copy; its envelope and the views stay."""
+    record = state.store.redact(conversation, event_id, reason=reason, paths=paths or None)
+    if as_json:
+        state.print_json(record.to_dict())
+        return
+    what = "all its content" if record.paths is None else ", ".join(record.paths)
+    state.out.print(
+        f"redacted event {printable(record.event_id)} (seq {record.seq} of "
+        f"{printable(record.conversation_id)}): {printable(what)}",
         markup=False,
     )
 
