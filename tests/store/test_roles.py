@@ -225,3 +225,26 @@ def test_only_the_owner_erases(fresh_pg_url: str) -> None:
         assert owner.version("c") == len(condensed_history())
         owner.erase("c", reason="the owner may")
         assert owner.conversation_ids() == []
+
+
+def test_only_the_owner_redacts(fresh_pg_url: str) -> None:
+    """The writer and the reader may read redaction records but not write one, so neither can
+    redact (nor change a payload under the log's guard); the owner can (migration 0013)."""
+    with EventStore(fresh_pg_url) as owner:
+        owner.create_schema()
+        owner.append("c", condensed_history())
+        owner.redact("c", condensed_history()[0]["id"], reason="the owner may")
+    database = _database(fresh_pg_url)
+    for kind in ("writer", "reader"):
+        with (
+            login_in(fresh_pg_url, role_name(kind, database)) as login,
+            EventStore(as_login(fresh_pg_url, login)) as store,
+        ):
+            assert len(store.redactions("c")) == 1
+            with pytest.raises(StorageError, match=REFUSED):
+                store.redact("c", condensed_history()[1]["id"], reason="not mine to redact")
+            engine = create_engine(normalize_url(as_login(fresh_pg_url, login)))
+            _refused(engine, "UPDATE events SET payload = payload WHERE seq = 1")
+            engine.dispose()
+    with EventStore(fresh_pg_url) as owner:
+        assert len(owner.redactions("c")) == 1 and owner.verify().ok
