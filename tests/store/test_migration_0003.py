@@ -122,5 +122,5 @@ def test_reading_a_database_still_at_0002_asks_for_the_migration(db_url: str) ->
         downgrade(store, "0002")
         with pytest.raises(SchemaError, match="create_schema"):
             store.view("c")
-        upgrade(store, "0003")
+        upgrade(store)  # to head: a read needs every revision
         assert store.view("c").event_ids == ["S", "u1"]
