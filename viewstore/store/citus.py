@@ -18,6 +18,10 @@ from viewstore.store.partitions import TABLES
 from viewstore.store.roles import role_names
 from viewstore.store.server_append import FUNCTION, signature
 
+FEED_TXID_FUNCTION = (
+    "CREATE OR REPLACE FUNCTION viewstore_feed_txid() RETURNS trigger LANGUAGE plpgsql AS $$ "
+    "BEGIN NEW.txid := pg_current_xact_id()::text::bigint; RETURN NEW; END $$"
+)
 #: Tables with triggers the shards must run (the append-only guards).
 GUARDED = ("events", "tombstones", "redactions")
 
@@ -30,6 +34,11 @@ def statements(database: str) -> list[str]:
         # when told to; set for every later session of the database, and for this one.
         f'ALTER DATABASE "{quoted}" SET citus.enable_unsafe_triggers = on',
         "SET citus.enable_unsafe_triggers = on",
+        # The per-node feed (viewstore.store.shard_feed): each shard stamps a row with its own
+        # node's transaction id, the one that node's snapshot horizon is measured against.
+        FEED_TXID_FUNCTION,
+        "CREATE TRIGGER events_feed_txid BEFORE INSERT ON events "
+        "FOR EACH ROW EXECUTE FUNCTION viewstore_feed_txid()",
     ]
     for table, column in TABLES.items():
         colocate = "none" if table == "conversations" else "conversations"

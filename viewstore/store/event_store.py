@@ -371,8 +371,10 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods):
         skipped or repeated (see ``viewstore.store.feed``). Fewer than ``limit`` entries (even
         none) does not mean the end: more may commit later.
         """
-        if after is not None:
-            decode_cursor(after)
         check_limit(limit)
         with self._read() as conn:
+            if self._node_feeds.sharded(conn):  # Citus: one feed per node (shard_feed)
+                return self._node_feeds.read(conn, after, limit)
+            if after is not None:
+                decode_cursor(after)
             return read_feed(conn, after, limit)

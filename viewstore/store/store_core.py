@@ -32,6 +32,7 @@ from viewstore.store.engine import (
 from viewstore.store.fast_path import Tails
 from viewstore.store.inputs import DEFAULT_MAX_EVENT_BYTES, check_integer
 from viewstore.store.partitions import check_count
+from viewstore.store.shard_feed import NodeFeeds
 from viewstore.store.translate import translated
 
 ConversationId = str | uuid.UUID
@@ -84,6 +85,7 @@ class StoreCore:
         self._fast = bool(fast_path)
         self._server_append = None if server_append is None else bool(server_append)
         self._slow = slow.threshold()
+        self._node_feeds = NodeFeeds(self.engine)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -131,6 +133,7 @@ class StoreCore:
             return migrate.current_revision(self.engine, self.schema)
 
     def close(self) -> None:
+        self._node_feeds.close()
         if self._owns_engine:
             self.engine.dispose()
 
