@@ -4,9 +4,10 @@ Every table is distributed by its conversation column and co-located with ``conv
 so one conversation's rows of every table share a shard. The server-side append
 (``viewstore_append``, migration 0011) is distributed by its conversation argument and
 co-located too, so Citus runs each call on the worker that holds the conversation, as one
-local transaction. The statements are listed and argued in docs/distribution.md. They have
-not been run against a live cluster here: the command checks that the database has the
-``citus`` extension and refuses otherwise.
+local transaction. A trigger stamps each event with the transaction id of the node it is
+written on, which the per-node change feed needs (``viewstore.store.shard_feed``). The
+statements are argued in docs/distribution.md and run by tests/ops/test_citus.py against a real
+cluster; the command refuses a database without the ``citus`` extension.
 """
 
 from __future__ import annotations
