@@ -51,7 +51,12 @@ def fork(conn: Connection, source: str, at_seq: int, new_id: str, now: datetime)
         row = reads.conversation_row(conn, row.forked_from)
     owner = row.id
     latest = at_seq == row.version
-    values = rows.state_values(*_state_at(conn, row, at_seq))
+    # Where the fork is the source's present, its row's carried state is the fork's; else the
+    # row is written first (the copies refer to it) and its state set from the copied view.
+    state, last_hash = (
+        (rows.state_from_row(row), row.last_hash) if latest else _provisional(conn, row, at_seq)
+    )
+    values = rows.state_values(state, last_hash)
     values.update(
         id=new_id,
         created_at=now,
@@ -73,21 +78,21 @@ def fork(conn: Connection, source: str, at_seq: int, new_id: str, now: datetime)
             new_id=new_id,
             at_seq=None if latest else at_seq,
         )
+    if not latest:
+        # The copies are the fork's open rows: reading them back is O(view) by the partial
+        # index, where the source's rows alive at ``at_seq`` take a scan of its history.
+        tracker, _ = IndexTracker.scan(rows.load_current_view(conn, new_id))
+        rows.save_state(conn, new_id, replace(state, tracker=tracker.state()), last_hash, now)
 
 
-def _state_at(conn: Connection, row: Any, at_seq: int) -> tuple[ProjectionState, str]:
-    """The carried state and chain hash of the conversation of ``row`` right after its event
-    ``at_seq``: its row's own when that is its last event, else recomputed."""
-    if at_seq == row.version:
-        return rows.state_from_row(row), row.last_hash
+def _provisional(conn: Connection, row: Any, at_seq: int) -> tuple[ProjectionState, str]:
+    """The state right after ``at_seq`` of the conversation of ``row`` but for its tracker
+    (set once the view is copied), and the chain hash there."""
     last_hash = conn.execute(
         select(events.c.hash).where(events.c.conversation_id == row.id, events.c.seq == at_seq)
     ).scalar_one()
-    tracker, _ = IndexTracker.scan(rows.load_current_view(conn, row.id, as_of=at_seq))
     state = ProjectionState(
-        version=at_seq,
-        unhandled_request=reads.unhandled_as_of(conn, row, at_seq),
-        tracker=tracker.state(),
+        version=at_seq, unhandled_request=reads.unhandled_as_of(conn, row, at_seq)
     )
     return state, last_hash
 
