@@ -9,14 +9,16 @@ append.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, MetaData, create_engine, inspect, select, text
 
-from viewstore import Event, StoredView
+from viewstore import Event, EventStore, StoredView
 
 from ..view import _helpers as built
 from ..view._helpers import digest
@@ -159,3 +161,33 @@ def set_schema_revision(url: str, *revisions: str) -> None:
                 conn.execute(text(f'INSERT INTO "{table}" VALUES (:r)'), {"r": revision})
     finally:
         engine.dispose()
+
+
+@contextmanager
+def appending_meanwhile(
+    store: EventStore, append: Callable[[EventStore, int], None], steps: int
+) -> Iterator[None]:
+    """While the body runs, another ``EventStore`` on the same engine calls ``append(it, i)``
+    for ``i`` in ``range(steps)`` in a thread, until the body ends; what it raised is raised."""
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        other = EventStore(store.engine)
+        try:
+            for i in range(steps):
+                if stop.is_set():
+                    return
+                append(other, i)
+        except BaseException as error:  # the test's thread raises it below
+            errors.append(error)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+    if errors:
+        raise errors[0]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,7 +29,14 @@ from viewstore import (
 )
 
 from ..ops._helpers import condensed_history, message
-from ._helpers import Vector, count_rows, load_vectors, triple, view_digest
+from ._helpers import (
+    Vector,
+    appending_meanwhile,
+    count_rows,
+    load_vectors,
+    triple,
+    view_digest,
+)
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
@@ -206,28 +212,13 @@ def test_prune_takes_the_forks_first(store: EventStore) -> None:
 
 def test_source_appends_while_forked(store: EventStore) -> None:
     store.append("src", [message(f"m{i}") for i in range(1, 21)])
-    stop = threading.Event()
-    errors: list[BaseException] = []
 
-    def writer() -> None:
-        other = EventStore(store.engine)
-        i = 21
-        try:
-            while not stop.is_set() and i < 200:
-                other.append("src", [message(f"m{i}")])
-                i += 1
-        except BaseException as error:
-            errors.append(error)
+    def append(other: EventStore, i: int) -> None:
+        other.append("src", [message(f"m{21 + i}")])
 
-    thread = threading.Thread(target=writer)
-    thread.start()
-    try:
+    with appending_meanwhile(store, append, 180):
         for at in range(5, 20):
             store.fork("src", at, f"f{at}")
-    finally:
-        stop.set()
-        thread.join()
-    assert not errors
     for at in range(5, 20):
         assert [e.id for e in store.view(f"f{at}").events] == [f"m{i}" for i in range(1, at + 1)]
     assert store.verify().ok

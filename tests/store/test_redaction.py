@@ -6,7 +6,7 @@ other change at the right seq. On SQLite, PostgreSQL and partitioned PostgreSQL.
 from __future__ import annotations
 
 import json
-import threading
+import time
 
 import pytest
 from sqlalchemy import text
@@ -21,7 +21,7 @@ from viewstore import (
 from viewstore.store.scrub import MARK
 
 from ..ops._helpers import action, condensed_history, guard_off, message, observation
-from ._helpers import triple
+from ._helpers import appending_meanwhile, triple
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
@@ -218,31 +218,18 @@ def test_forks_share_the_redaction(store: EventStore) -> None:
 
 def test_appends_go_on_while_redacting(store: EventStore) -> None:
     _with_secrets(store)
-    stop = threading.Event()
-    errors: list[BaseException] = []
 
-    def writer() -> None:
-        other = EventStore(store.engine)
-        i = 0
-        try:
-            while not stop.is_set() and i < 150:
-                other.append("c", [message(f"w{i}", f"{SECRET} {i}")])
-                other.append("d", [message(f"d{i}")])
-                i += 1
-        except BaseException as error:
-            errors.append(error)
+    def append(other: EventStore, i: int) -> None:
+        other.append("c", [message(f"w{i}", f"{SECRET} {i}")])
+        other.append("d", [message(f"d{i}")])
 
-    thread = threading.Thread(target=writer)
-    thread.start()
-    try:
+    with appending_meanwhile(store, append, 150):
         for i in range(20):
+            deadline = time.monotonic() + 30
             while f"w{i}" not in {e.event_id for e in store.events("c")}:
-                pass
+                assert time.monotonic() < deadline
+                time.sleep(0.001)
             store.redact("c", f"w{i}", reason="rolling")
-    finally:
-        stop.set()
-        thread.join()
-    assert not errors
     assert store.verify().ok
     assert len(store.redactions("c")) == 20
 
