@@ -184,3 +184,27 @@ def test_import_of_a_folder_without_conversations_is_bad_input(db_url: str, tmp_
     missing = invoke(db_url, "import", str(tmp_path / "nope"))
     assert missing.exit_code == 2
     one_line_error(missing)
+
+
+def test_a_fork_exports_as_a_complete_folder_that_imports_back(
+    db_url: str, openhands_folder: Path, tmp_path: Path
+) -> None:
+    """A fork's folder holds its shared prefix too: every event from 1, as files the SDK's
+    layout names, and importing it elsewhere gives the fork's view."""
+    invoke(db_url, "init")
+    invoke(db_url, "import", str(openhands_folder))
+    with EventStore(db_url) as store:
+        fork = store.fork(OPENHANDS_HEX, 10, "f" * 32)
+        store.append(fork, {"kind": "MessageEvent", "id": "fork-own", "source": "user"})
+        view = store.view(fork).event_ids
+    out = tmp_path / "out"
+    assert invoke(db_url, "export", fork, str(out)).exit_code == 0
+    files = event_files(out / fork)
+    assert len(files) == 11
+    assert [json.loads(p.read_text(encoding="utf-8"))["id"] for p in files][-1] == "fork-own"
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    assert invoke(other, "init").exit_code == 0
+    assert invoke(other, "import", str(out / fork)).exit_code == 0
+    with EventStore(other) as copy:
+        assert copy.view(fork).event_ids == view
+        assert copy.verify().ok
