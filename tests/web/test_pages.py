@@ -239,3 +239,16 @@ def test_a_long_view_is_paged(db_url: str, browsed: Browsed) -> None:
         assert [e["event_id"] for e in view["events"]] == ids[500:]
         assert (view["length"], view["first"]) == (603, 500)
         assert client.get("/c/long", params={"first": 603}).status_code == 404
+
+
+def test_a_fork_shows_its_origin_and_its_redactions(db_url: str, browsed: Browsed) -> None:
+    with EventStore(db_url) as store:
+        fork = store.fork(browsed.ranges, 9, "ranges-retry")
+        store.redact(browsed.ranges, "U", reason="pasted a key")
+        shared = store.view(fork, as_of=5).event_ids
+    with TestClient(create_app(db_url)) as client:
+        page = client.get(f"/c/{fork}").text
+        assert 'href="/c/two-ranges?seq=9">two-ranges</a>' in page
+        assert "1 redaction(s): seq 2 (pasted a key)" in " ".join(html.unescape(page).split())
+        assert _view_ids(client.get(f"/c/{fork}", params={"seq": 5}).text) == shared
+        assert 'id="origin"' not in client.get(f"/c/{browsed.ranges}").text

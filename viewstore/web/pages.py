@@ -44,6 +44,8 @@ def conversation(request: Request) -> Response:
         "cuts": set(view["manipulation_indices"]),
         "windowed": view["length"] > model.VIEW_PAGE,
         "page": model.VIEW_PAGE,
+        "origin": store.fork_origin(key),
+        "redactions": store.redactions(key),
     }
     return _render(request, "conversation.html", context)
 
