@@ -27,10 +27,9 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection
 
-from viewstore.events import KIND_ROLES, Role, parse_event
+from viewstore.events import KIND_ROLES, Role
 from viewstore.store import lineage, reads
 from viewstore.store.reads import _fetch, bind_list
-from viewstore.view import View
 from viewstore.view.enforcement import enforce_properties
 
 
@@ -53,25 +52,28 @@ _CURRENT = (
     f"SELECT {_FACTS}, is_summary FROM view_entries "
     "WHERE conversation_id = :c AND left_seq IS NULL ORDER BY order_key"
 )
+# Each query reads one conversation's part of a lineage (a fork's sources hold its shared
+# prefix, ``viewstore.store.lineage``): seqs, or for left rows the seqs they left at, in
+# ``:lo < x <= :hi``. A conversation that is not a fork is one part, from 0 to the end.
 _FORGOTTEN_ACTION = (
-    "SELECT 1 FROM view_entries WHERE conversation_id = :c AND left_seq IS NOT NULL "
-    "AND role = 'action' AND llm_response_id IN ({}) LIMIT 1"
+    "SELECT 1 FROM view_entries WHERE conversation_id = :c AND left_seq > :lo "
+    "AND left_seq <= :hi AND role = 'action' AND llm_response_id IN ({}) LIMIT 1"
 )
 _BREAK_BEFORE = (
-    "SELECT seq FROM events WHERE conversation_id = :c AND seq < :s "
-    f"AND kind NOT IN ({_TOOL_KINDS}) ORDER BY seq DESC LIMIT 1"
+    "SELECT seq FROM events WHERE conversation_id = :c AND seq < :s AND seq > :lo "
+    f"AND seq <= :hi AND kind NOT IN ({_TOOL_KINDS}) ORDER BY seq DESC LIMIT 1"
 )
 _BREAK_AFTER = (
-    "SELECT seq FROM events WHERE conversation_id = :c AND seq > :s "
-    f"AND kind NOT IN ({_TOOL_KINDS}) ORDER BY seq LIMIT 1"
+    "SELECT seq FROM events WHERE conversation_id = :c AND seq > :s AND seq > :lo "
+    f"AND seq <= :hi AND kind NOT IN ({_TOOL_KINDS}) ORDER BY seq LIMIT 1"
 )
 _STRETCH_LOG = (
-    "SELECT seq, event_id, kind FROM events "
-    "WHERE conversation_id = :c AND seq > :a AND seq < :b ORDER BY seq"
+    "SELECT seq, event_id, kind FROM events WHERE conversation_id = :c "
+    "AND seq > :a AND seq < :b AND seq > :lo AND seq <= :hi ORDER BY seq"
 )
 _STRETCH_ROWS = (
     f"SELECT {_FACTS} FROM view_entries WHERE conversation_id = :c "
-    "AND NOT is_summary AND seq > :a AND seq < :b"
+    "AND NOT is_summary AND seq > :a AND seq < :b AND seq > :lo AND seq <= :hi"
 )
 
 
@@ -85,8 +87,10 @@ def _item(row: Any) -> _Item:
 
 def live_equals_resume(conn: Connection, conversation_id: str) -> bool:
     c = conversation_id
-    if lineage.is_fork(reads.lineage_row(conn, c)):
-        return _equal_by_replay(conn, c)
+    parts = [
+        {"c": segment.conversation_id, "lo": segment.after, "hi": segment.upto or _END}
+        for segment in lineage.segments(conn, reads.lineage_row(conn, c))
+    ]
     current: list[_Item] = []
     tool_seqs: list[int] = []
     responses: set[str] = set()
@@ -97,44 +101,52 @@ def live_equals_resume(conn: Connection, conversation_id: str) -> bool:
             tool_seqs.append(row[0])
             if item.role is Role.ACTION and item.llm_response_id is not None:
                 responses.add(item.llm_response_id)
-    if responses and _forgotten_action(conn, c, sorted(responses)):
+    if responses and _forgotten_action(conn, parts, sorted(responses)):
         return False  # the view holds part of a batch: BatchAtomicity removes the rest
-    log = _stretch(conn, c, min(tool_seqs), max(tool_seqs)) if tool_seqs else []
+    log = _stretch(conn, parts, min(tool_seqs), max(tool_seqs)) if tool_seqs else []
     if log is None:
         return False
     _, rounds = enforce_properties(current, log)
     return not rounds
 
 
-def _equal_by_replay(conn: Connection, c: str) -> bool:
-    """The whole comparison, for a fork: the forgotten rows this check relies on are kept
-    only for the fork's own part (what left the view inside the shared prefix is recorded in
-    its source, among rows the fork does not share), so a fork pays for its history here."""
-    log = [parse_event(event.payload_json) for event in reads.read_events(conn, c)]
-    current = [row[1] for row in _fetch(conn, _CURRENT, {"c": c})]
-    return [event.id for event in View.from_events(log).events] == current
+Part = dict[str, Any]
 
 
-def _forgotten_action(conn: Connection, c: str, responses: list[str]) -> bool:
+def _forgotten_action(conn: Connection, parts: list[Part], responses: list[str]) -> bool:
+    """Whether an action of these responses left the view: a row leaving at seq ``s`` is
+    recorded by the conversation whose part of the lineage holds ``s``."""
     listed, bound = bind_list("r", responses)
-    return bool(_fetch(conn, _FORGOTTEN_ACTION.format(listed), {"c": c, **bound}))
+    sql = _FORGOTTEN_ACTION.format(listed)
+    return any(_fetch(conn, sql, {**part, **bound}) for part in parts)
 
 
-def _stretch(conn: Connection, c: str, first: int, last: int) -> list[_Item] | None:
+def _first(conn: Connection, sql: str, parts: list[Part], seq: int) -> int | None:
+    for part in parts:
+        found = _fetch(conn, sql, {**part, "s": seq})
+        if found:
+            return int(found[0][0])
+    return None
+
+
+def _stretch(conn: Connection, parts: list[Part], first: int, last: int) -> list[_Item] | None:
     """The log between the events that bound the loops of the view's tool events at seqs
     ``first`` to ``last``; None where a tool event there never had a view row (cannot
-    happen by the projector's rules; the check then answers "differs", the safe side)."""
-    before = _fetch(conn, _BREAK_BEFORE, {"c": c, "s": first})
-    after = _fetch(conn, _BREAK_AFTER, {"c": c, "s": last})
-    bounds = {"c": c, "a": before[0][0] if before else 0, "b": after[0][0] if after else _END}
-    rows = {row[0]: _item(row) for row in _fetch(conn, _STRETCH_ROWS, bounds)}
+    happen by the projector's rules; the check then answers "differs", the safe side).
+    A row for the event at seq ``s`` was written by the conversation whose part holds ``s``."""
+    before = _first(conn, _BREAK_BEFORE, list(reversed(parts)), first)
+    after = _first(conn, _BREAK_AFTER, parts, last)
+    bounds = {"a": before or 0, "b": after or _END}
     log: list[_Item] = []
-    for seq, event_id, kind in _fetch(conn, _STRETCH_LOG, bounds):
-        role = KIND_ROLES.get(kind, Role.OTHER)
-        known = rows.get(seq)
-        if known is None:
-            if role in _TOOL_ROLES:
-                return None
-            known = _Item(event_id, role, None, None, False)
-        log.append(known)
+    for part in parts:
+        scope = {**part, **bounds}
+        rows = {row[0]: _item(row) for row in _fetch(conn, _STRETCH_ROWS, scope)}
+        for seq, event_id, kind in _fetch(conn, _STRETCH_LOG, scope):
+            role = KIND_ROLES.get(kind, Role.OTHER)
+            known = rows.get(seq)
+            if known is None:
+                if role in _TOOL_ROLES:
+                    return None
+                known = _Item(event_id, role, None, None, False)
+            log.append(known)
     return log
