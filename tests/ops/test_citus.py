@@ -143,3 +143,24 @@ def test_the_reader_reads_the_analyst_views(citus_url: str) -> None:
             ).scalar_one()
         engine.dispose()
     assert rows > 0
+
+
+def test_a_fork_without_an_id_lands_on_its_sources_shard(citus_url: str) -> None:
+    """So its family shares one shard: reading a fork's shared prefix is single-shard, and a
+    shard move takes the family together."""
+    shard = "SELECT get_shard_id_for_distribution_column('conversations', CAST(:c AS text))"
+    with EventStore(citus_url, fast_path=False) as store:
+        store.append("root", condensed_history())
+        child = store.fork("root", 5)
+        store.append(child, [message("c1")])
+        grandchild = store.fork(child, 6)
+        named = store.fork("root", 3, "chosen-id")
+        with store.engine.connect() as conn:
+            shards = {
+                key: conn.execute(text(shard), {"c": key}).scalar_one()
+                for key in ("root", child, grandchild, named)
+            }
+        assert shards["root"] == shards[child] == shards[grandchild]
+        assert len(child) == len(grandchild) == 32
+        assert store.fork_origin(grandchild).family_id == "root"  # type: ignore[union-attr]
+        assert store.verify().ok

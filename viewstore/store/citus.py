@@ -12,6 +12,8 @@ cluster; the command refuses a database without the ``citus`` extension.
 
 from __future__ import annotations
 
+import uuid
+
 from sqlalchemy import Connection, text
 
 from viewstore.errors import UnsupportedDatabaseError
@@ -69,3 +71,26 @@ def distribute(conn: Connection, database: str) -> list[str]:
     for statement in done:
         conn.execute(text(statement))
     return done
+
+
+_SHARD_OF = "SELECT get_shard_id_for_distribution_column('conversations', CAST(:c AS text))"
+_ON_SHARD = (
+    "SELECT c FROM unnest(CAST(:candidates AS text[])) AS c "
+    "WHERE get_shard_id_for_distribution_column('conversations', c) = :shard LIMIT 1"
+)
+#: Ids tried per round: with Citus's default 32 shards one in 32 lands on a given shard, so a
+#: round of 256 finds one but for a chance of about 3 in 10^4; the next round goes on.
+CANDIDATES = 256
+
+
+def colocated_id(conn: Connection, source: str) -> str:
+    """A new conversation id (32 hex digits, as a UUID's) that the cluster places on the
+    shard of ``source``: a fork under it then shares its source's shard, so reading its shared
+    prefix stays on one node, and a shard move takes the family together."""
+    shard = conn.execute(text(_SHARD_OF), {"c": source}).scalar_one()
+    while True:
+        candidates = [uuid.uuid4().hex for _ in range(CANDIDATES)]
+        found = conn.execute(text(_ON_SHARD), {"candidates": candidates, "shard": shard})
+        chosen = found.scalar()
+        if chosen is not None:
+            return str(chosen)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import overload
 
 from viewstore.errors import InvalidArgumentError
-from viewstore.store import erasure, forking, reads, redaction
+from viewstore.store import citus, erasure, forking, reads, redaction
 from viewstore.store.inputs import check_integer, conversation_key, new_conversation_key
 from viewstore.store.records import ForkOrigin, Redaction, Tombstone
 from viewstore.store.store_core import ConversationId, StoreCore
@@ -33,11 +33,20 @@ class LifecycleMethods(StoreCore):
         are ``source``'s as of ``at_seq``; ``events()``, ``view(as_of=...)`` (inside the
         prefix too), ``verify`` (the chain runs through the prefix), ``rebuild`` and export
         read the prefix from the source. A conversation with forks cannot be erased
-        (``ConversationHasForksError``): erase the forks first. See docs/lifecycle.md."""
+        (``ConversationHasForksError``): erase the forks first. See docs/lifecycle.md.
+
+        On a store distributed over Citus, a fork given no ``new_id`` gets one that the
+        cluster places on its source's shard, so a family stays on one node
+        (docs/distribution.md)."""
         key = conversation_key(source)
         check_integer("at_seq", at_seq, minimum=1)
-        fresh = new_conversation_key(uuid.uuid4().hex if new_id is None else new_id)
         with self._write() as conn:
+            if new_id is not None:
+                fresh = new_conversation_key(new_id)
+            elif self._node_feeds.sharded(conn):  # Citus: an id on the source's shard
+                fresh = citus.colocated_id(conn, key)
+            else:
+                fresh = uuid.uuid4().hex
             forking.fork(conn, key, at_seq, fresh, datetime.now(UTC))
         return fresh
 
