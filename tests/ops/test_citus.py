@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from viewstore.store.engine import normalize_url
 from viewstore.store.partitions import TABLES
 from viewstore.store.roles import role_names
 
+from ..cli import _readme as readme
 from ..conftest import CITUS_URL_ENV
 from ..store._helpers import load_vectors, triple, view_digest
 from ..store.test_roles import as_login, login_in
@@ -30,11 +32,11 @@ from ._helpers import condensed_history, message
 
 pytestmark = pytest.mark.citus
 
-_RESET = [
+_RESET = [  # every table of the database's public schema (the store's, and an example's own)
     "DROP VIEW IF EXISTS attention_window, condensation_log, view_history CASCADE",
-    "DROP TABLE IF EXISTS redactions, tombstones, base_states, manipulation_indices, "
-    "view_entries, condensation_forgotten, condensations, events, conversations, "
-    "viewstore_alembic_version CASCADE",
+    "DO $$ DECLARE t record; BEGIN FOR t IN SELECT tablename FROM pg_tables "
+    "WHERE schemaname = 'public' LOOP "
+    "EXECUTE format('DROP TABLE IF EXISTS %I CASCADE', t.tablename); END LOOP; END $$",
     "DO $$ DECLARE f record; BEGIN FOR f IN SELECT oid::regprocedure AS sig FROM pg_proc "
     "WHERE proname LIKE 'viewstore\\_%' LOOP EXECUTE 'DROP FUNCTION ' || f.sig || ' CASCADE'; "
     "END LOOP; END $$",
@@ -42,9 +44,7 @@ _RESET = [
 ]
 
 
-@pytest.fixture
-def citus_url() -> Iterator[str]:
-    url = os.environ[CITUS_URL_ENV]
+def _reset_and_distribute(url: str) -> None:
     admin = create_engine(normalize_url(url), isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         for statement in _RESET:
@@ -53,6 +53,12 @@ def citus_url() -> Iterator[str]:
     with EventStore(url) as store:
         store.create_schema()
         store.citus_distribute()
+
+
+@pytest.fixture
+def citus_url() -> Iterator[str]:
+    url = os.environ[CITUS_URL_ENV]
+    _reset_and_distribute(url)
     yield url
 
 
@@ -164,3 +170,20 @@ def test_a_fork_without_an_id_lands_on_its_sources_shard(citus_url: str) -> None
         assert len(child) == len(grandchild) == 32
         assert store.fork_origin(grandchild).family_id == "root"  # type: ignore[union-attr]
         assert store.verify().ok
+
+
+def test_the_readmes_python_examples_pass_on_citus(citus_url: str, tmp_path: Path) -> None:
+    """Every Python example of the README, its SQLite URL replaced by the cluster's, each on a
+    freshly distributed store."""
+    examples = [block for block in readme.blocks() if block.kind == "python"]
+    assert examples
+    for block in examples:
+        _reset_and_distribute(citus_url)
+        code = re.sub(r"sqlite:///[\w./-]+", citus_url, block.code)
+        assert citus_url in code, f"README.md:{block.line} has no SQLite URL to replace"
+        cwd = os.getcwd()
+        os.chdir(tmp_path)
+        try:
+            exec(compile(code, f"README.md:{block.line}", "exec"), {"__name__": "readme"})
+        finally:
+            os.chdir(cwd)

@@ -26,10 +26,14 @@ def test_a_malformed_map_cursor_is_refused(cursor: object) -> None:
         decode_map(cursor, NODES)  # type: ignore[arg-type]
 
 
-def test_merge_takes_every_node_in_turn_and_each_cursor_resumes_exactly() -> None:
+def test_merge_interleaves_by_record_time_and_each_cursor_resumes_exactly() -> None:
     streams = {
-        NODES[0]: [(1, 1, "a", 1, "a1", "K"), (1, 2, "a", 2, "a2", "K"), (4, 9, "a", 3, "a3", "K")],
-        NODES[1]: [(2, 3, "b", 1, "b1", "K")],
+        NODES[0]: [
+            (1, 1, "a", 1, "a1", "K", 1.0),
+            (1, 2, "a", 2, "a2", "K", 3.0),
+            (4, 9, "a", 3, "a3", "K", 4.0),
+        ],
+        NODES[1]: [(2, 3, "b", 1, "b1", "K", 2.0)],
     }
     start = decode_map(None, NODES)
     every = merge(streams, start, 10)

@@ -21,9 +21,15 @@ from viewstore.store.partitions import TABLES
 from viewstore.store.roles import role_names
 from viewstore.store.server_append import FUNCTION, signature
 
+# The position too is drawn where the row is written: the coordinator and each worker draw
+# from their own ranges of the sequence (the server-side append runs on the worker, the
+# ordinary path's defaults are evaluated on the coordinator), and only one node's draws keep
+# a conversation's positions rising with its seqs.
 FEED_TXID_FUNCTION = (
     "CREATE OR REPLACE FUNCTION viewstore_feed_txid() RETURNS trigger LANGUAGE plpgsql AS $$ "
-    "BEGIN NEW.txid := pg_current_xact_id()::text::bigint; RETURN NEW; END $$"
+    "BEGIN NEW.txid := pg_current_xact_id()::text::bigint; "
+    "NEW.position := nextval(quote_ident(TG_TABLE_SCHEMA) || '.events_position_seq'); "
+    "RETURN NEW; END $$"
 )
 #: Tables with triggers the shards must run (the append-only guards).
 GUARDED = ("events", "tombstones", "redactions")
@@ -38,7 +44,8 @@ def statements(database: str) -> list[str]:
         f'ALTER DATABASE "{quoted}" SET citus.enable_unsafe_triggers = on',
         "SET citus.enable_unsafe_triggers = on",
         # The per-node feed (viewstore.store.shard_feed): each shard stamps a row with its own
-        # node's transaction id, the one that node's snapshot horizon is measured against.
+        # node's transaction id, the one that node's snapshot horizon is measured against,
+        # and with a position from its own node's range of the sequence.
         FEED_TXID_FUNCTION,
         "CREATE TRIGGER events_feed_txid BEFORE INSERT ON events "
         "FOR EACH ROW EXECUTE FUNCTION viewstore_feed_txid()",

@@ -113,11 +113,16 @@ def inactive(conn: Connection, before: datetime, limit: int) -> list[str]:
     """Up to ``limit`` conversations last appended to before ``before``, oldest first; not
     those that still have forks (a fork's shared prefix is read from its source, so the
     forks go first, and the source comes up in a later batch once they are gone)."""
+    # Not correlated to the outer row: a sharded server plans this subquery on its own
+    # (Citus refuses the correlated form across shards).
     fork = conversations.alias("fork")
-    has_forks = select(fork.c.id).where(fork.c.forked_from == conversations.c.id).exists()
+    sources = select(fork.c.forked_from).where(fork.c.forked_from.is_not(None))
     query = (
         select(conversations.c.id)
-        .where(conversations.c.updated_at < comparable(conn, before), ~has_forks)
+        .where(
+            conversations.c.updated_at < comparable(conn, before),
+            conversations.c.id.not_in(sources),
+        )
         .order_by(conversations.c.updated_at, conversations.c.id)
         .limit(limit)
     )

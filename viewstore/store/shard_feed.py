@@ -14,12 +14,14 @@ The cursor is a map from node to that node's ``(txid, position)``, written
 ``node=txid.position;node=txid.position``. A single-server cursor given to a sharded store
 applies to every node, and a node missing from a map starts from its beginning. Events of one
 conversation come in commit order (a conversation lives on one node); events of conversations
-on different nodes are interleaved in no particular order, as they have no order between them.
+on different nodes have no commit order between them, and are interleaved by the time each was
+recorded.
 docs/distribution.md discusses shard moves.
 """
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -94,12 +96,10 @@ def nodes_of(conn: Connection) -> list[NodeShards]:
 def node_query(tables: Sequence[str]) -> str:
     """The feed after ``(:t, :p)`` of one node, over its shards, below its own horizon: one
     statement, so one snapshot, whose ``xmin`` is that node's."""
-    union = " UNION ALL ".join(
-        f"SELECT txid, position, conversation_id, seq, event_id, kind FROM {_quoted(table)}"
-        for table in tables
-    )
+    columns = "txid, position, conversation_id, seq, event_id, kind, recorded_at"
+    union = " UNION ALL ".join(f"SELECT {columns} FROM {_quoted(table)}" for table in tables)
     return (
-        f"SELECT txid, position, conversation_id, seq, event_id, kind FROM ({union}) AS shard_log "
+        f"SELECT {columns} FROM ({union}) AS shard_log "
         "WHERE (txid, position) > (:t, :p) "
         "AND txid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint "
         "ORDER BY txid, position LIMIT :n"
@@ -122,27 +122,30 @@ def read_node(
 def merge(
     streams: Mapping[str, list[tuple[Any, ...]]], start: Mapping[str, Position], limit: int
 ) -> list[FeedEntry]:
-    """At most ``limit`` entries, taking the nodes' streams in turn; each entry's cursor is the
-    map of every node's position once that entry is consumed."""
+    """At most ``limit`` entries, each node's in its own order, the nodes interleaved by the
+    time each event was recorded (an approximation of commit order across nodes, which have no
+    common order; ties go to the node named first). Each entry's cursor is the map of every
+    node's position once that entry is consumed."""
     positions = dict(start)
-    pending = {node: list(rows) for node, rows in streams.items() if rows}
+    heads = [(rows[0][6], node, 0) for node, rows in streams.items() if rows]
+    heapq.heapify(heads)
     out: list[FeedEntry] = []
-    while pending and len(out) < limit:
-        for node in sorted(pending):
-            if len(out) >= limit:
-                break
-            txid, position, conversation_id, seq, event_id, kind = pending[node].pop(0)
-            positions[node] = (int(txid), int(position))
-            out.append(
-                FeedEntry(
-                    cursor=encode_map(positions),
-                    conversation_id=conversation_id,
-                    seq=int(seq),
-                    event_id=event_id,
-                    kind=kind,
-                )
+    while heads and len(out) < limit:
+        _, node, index = heapq.heappop(heads)
+        rows = streams[node]
+        txid, position, conversation_id, seq, event_id, kind, _ = rows[index]
+        positions[node] = (int(txid), int(position))
+        out.append(
+            FeedEntry(
+                cursor=encode_map(positions),
+                conversation_id=conversation_id,
+                seq=int(seq),
+                event_id=event_id,
+                kind=kind,
             )
-        pending = {node: rows for node, rows in pending.items() if rows}
+        )
+        if index + 1 < len(rows):
+            heapq.heappush(heads, (rows[index + 1][6], node, index + 1))
     return out
 
 
