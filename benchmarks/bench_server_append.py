@@ -4,7 +4,7 @@ bare ``INSERT`` + ``COMMIT`` of the same payloads (PostgreSQL).
     .venv/bin/python -m benchmarks.bench_server_append --url URL
 
 Alternating blocks of single-event appends, each side to its own conversation: the store
-calling ``viewstore_append`` (migration 0011), the store sending the equivalent statement
+calling ``viewstore_append_rows`` (migration 0014), the store sending the equivalent statement
 (``server_append=False``), and the raw insert of issue 6's target. Medians per append;
 the ratios are throughputs (cost of the other over cost of the function).
 """

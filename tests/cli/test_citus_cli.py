@@ -37,9 +37,9 @@ def test_the_statements_cover_the_schema(db_url: str) -> None:
         assert distributed["conversations"] == ("id", "none")
         assert {c for t, (_, c) in distributed.items() if t != "conversations"} == {"conversations"}
         (function,) = [s for s in statements if "create_distributed_function" in s]
-        signature = re.search(r"'(viewstore_append\(.*\))'", function)
+        signature = re.search(r"'(viewstore_append_rows\(.*\))'", function)
         assert signature is not None
-        with store.engine.connect() as conn:  # the very function migration 0011 made
+        with store.engine.connect() as conn:  # the very function migration 0014 made
             conn.execute(text(f"SELECT '{signature.group(1)}'::regprocedure"))
         assert any(s.startswith("GRANT SELECT ON conversations, events") for s in statements)
         assert (

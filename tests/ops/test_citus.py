@@ -72,7 +72,8 @@ def test_every_table_and_the_append_function_are_distributed(citus_url: str) -> 
         assert len(groups.all()) == 1  # one conversation's rows of every table share a shard
         function = conn.execute(
             text(
-                "SELECT count(*) FROM pg_dist_object WHERE objid = 'viewstore_append'::regproc::oid"
+                "SELECT count(*) FROM pg_dist_object "
+                "WHERE objid = 'viewstore_append_rows'::regproc::oid"
             )
         )
         assert function.scalar_one() == 1
@@ -109,7 +110,7 @@ def test_reference_vectors_on_the_ordinary_path(citus_url: str, vectors_dir: Pat
 
 
 def test_the_server_side_append_runs_on_the_workers(citus_url: str) -> None:
-    with EventStore(citus_url) as store:  # the fast path: one call of viewstore_append
+    with EventStore(citus_url) as store:  # the fast path: one call of viewstore_append_rows
         store.append("c", condensed_history())
         for i in range(30):
             store.append("c", [message(f"x{i}")])

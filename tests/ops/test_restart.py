@@ -38,7 +38,7 @@ POOL = 5
 MODES = ["fast", "immediate"]
 COMMIT = b"Q\x00\x00\x00\x0bCOMMIT\x00"  # the simple-protocol message psycopg commits with
 FAST_STATEMENT = b"WITH guard AS"  # the fast path's one statement
-FAST_FUNCTION = b"SELECT viewstore_append("  # the same writes as one call (migration 0011)
+FAST_FUNCTION = b"SELECT viewstore_append_rows("  # the same writes as one call (migration 0014)
 
 
 @contextmanager

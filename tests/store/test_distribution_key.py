@@ -210,7 +210,7 @@ def test_a_duplicate_key_from_a_distributed_server_is_an_integrity_error() -> No
 @ON_POSTGRES[0]
 @ON_POSTGRES[1]
 def test_with_the_server_function_the_fast_path_is_one_call(recorded: EventStore) -> None:
-    """The fast path's writes as one call of ``viewstore_append`` (migration 0011), whose
+    """The fast path's writes as one call of ``viewstore_append_rows`` (migration 0014), whose
     own statements all name the conversation (``WHERE ... = p_key``)."""
     fast = EventStore(recorded.engine)
     fast.append("c", {"kind": "MessageEvent", "id": "m1"})
@@ -218,10 +218,12 @@ def test_with_the_server_function_the_fast_path_is_one_call(recorded: EventStore
     _Recorder.statements = []
     fast.append("c", {"kind": "MessageEvent", "id": "m3"})
     assert len(_Recorder.statements) == 1
-    assert _Recorder.statements[0].startswith("SELECT viewstore_append(")
+    assert _Recorder.statements[0].startswith("SELECT viewstore_append_rows(")
     assert [e.event_id for e in fast.events("c")] == ["m1", "m2", "m3"]
     with fast.engine.connect() as conn:
-        body = conn.execute(text("SELECT prosrc FROM pg_proc WHERE proname = 'viewstore_append'"))
+        body = conn.execute(
+            text("SELECT prosrc FROM pg_proc WHERE proname = 'viewstore_append_rows'")
+        )
         source = " ".join(body.scalar_one().split())
     statements = [s for s in re.split(r";", source) if re.search(r"\b(UPDATE|INSERT)\b", s)]
     assert len(statements) == 5

@@ -320,7 +320,7 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
 def test_both_postgres_fast_writes_store_what_the_ordinary_path_stores(
     db_url: str, vectors_dir: Path, server_append: bool
 ) -> None:
-    """The server-side function (migration 0011) and the single statement it replaces each
+    """The server-side function (migration 0014) and the single statement it replaces each
     write exactly the rows the ordinary path writes."""
     fast = EventStore(db_url, server_append=server_append)
     fast.create_schema()

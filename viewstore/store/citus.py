@@ -2,7 +2,7 @@
 
 Every table is distributed by its conversation column and co-located with ``conversations``,
 so one conversation's rows of every table share a shard. The server-side append
-(``viewstore_append``, migration 0011) is distributed by its conversation argument and
+(``viewstore_append_rows``, migration 0014) is distributed by its conversation argument and
 co-located too, so Citus runs each call on the worker that holds the conversation, as one
 local transaction. A trigger stamps each event with the transaction id of the node it is
 written on, which the per-node change feed needs (``viewstore.store.shard_feed``). The

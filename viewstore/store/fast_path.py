@@ -229,7 +229,7 @@ def postgres_statement(dialect: Dialect, p: Plan) -> tuple[str, dict[str, Any]]:
 
 def write_postgres(engine: Engine, p: Plan, *, server_function: bool = False) -> bool:
     """Run the plan as one autocommit statement (or, with ``server_function``, one call of
-    ``viewstore_append``: see ``server_append``); False when the guard found the tail stale
+    ``viewstore_append_rows``: see ``server_append``); False when the guard found the tail stale
     or an id was already stored (the statement then did nothing).
 
     It goes to the driver directly: SQLAlchemy's per-statement work and its isolation-level

@@ -1,14 +1,16 @@
-"""The fast append as a call of the server-side function ``viewstore_append`` (migration
-0011), on PostgreSQL.
+"""The fast append as a call of the server-side function ``viewstore_append_rows``
+(migration 0014), on PostgreSQL.
 
 Same writes as the fast path's single statement (``fast_path.postgres_statement``), but the
-statements live in the server: the client sends one call with one array per column, and the
-server keeps the plans. Where the function is missing (a database migrated by an older
-viewstore and not since), or the tables are partitioned, the store sends the statement.
+statements live in the server: the client sends one call, the conversation row's new state as
+arguments and the new rows as one JSON document, and the server keeps the plans. Where the
+function is missing (a database migrated by an older viewstore and not since), or the tables
+are partitioned, the store sends the statement.
 """
 
 from __future__ import annotations
 
+import json
 from functools import cache
 from typing import Any
 
@@ -16,9 +18,8 @@ from sqlalchemy import Engine, text
 
 from viewstore.store import rows
 
-FUNCTION = "viewstore_append"
-#: The function's parameters in order: (what, SQL type). Events, view rows, new indices,
-#: closed indices: one array per column.
+FUNCTION = "viewstore_append_rows"
+#: The conversation row's new state, in the function's argument order: (column, SQL type).
 _STATE = (
     ("version", "bigint"),
     ("unhandled_request", "boolean"),
@@ -30,44 +31,13 @@ _STATE = (
     ("last_hash", "text"),
     ("updated_at", "timestamptz"),
 )
-_EVENTS = (
-    ("seq", "bigint"),
-    ("event_id", "text"),
-    ("kind", "text"),
-    ("source", "text"),
-    ("timestamp", "text"),
-    ("parent_id", "text"),
-    ("payload", "text"),
-    ("hash", "text"),
-    ("recorded_at", "timestamptz"),
-)
-_ENTRIES = (
-    ("order_key", "text"),
-    ("event_id", "text"),
-    ("seq", "bigint"),
-    ("kind", "text"),
-    ("role", "text"),
-    ("tool_call_id", "text"),
-    ("llm_response_id", "text"),
-    ("thinking", "boolean"),
-    ("entered_seq", "bigint"),
-    ("left_seq", "bigint"),
-    ("payload", "text"),
-    ("source", "text"),
-    ("timestamp", "text"),
-    ("parent_id", "text"),
-    ("is_summary", "boolean"),
-    ("envelope", "text"),
-)
-_INDICES = (("position", "integer"), ("from_seq", "bigint"), ("to_seq", "bigint"))
-_CLOSED = (("position", "integer"), ("to_seq", "bigint"))
+#: Columns the function fills itself: the conversation from its key, the record time from
+#: ``updated_at``.
+_IMPLIED = frozenset({"conversation_id", "recorded_at"})
 
 
 def _types() -> list[str]:
-    types = ["text", "bigint", "text", *(t for _, t in _STATE)]
-    for columns in (_EVENTS, _ENTRIES, _INDICES, _CLOSED):
-        types.extend(f"{t}[]" for _, t in columns)
-    return types
+    return ["text", "bigint", "text", *(t for _, t in _STATE), "jsonb"]
 
 
 def signature() -> str:
@@ -81,7 +51,7 @@ def _call() -> str:
 
 
 def available(engine: Engine) -> bool:
-    """Whether to call the function: the database has it (migration 0011), and its tables
+    """Whether to call the function: the database has it (migration 0014), and its tables
     are not partitioned. A function's statements run on cached generic plans, which prune
     partitions at run time on every call; the single statement is planned with its values
     and pruned once, and measured faster there (docs/distribution.md)."""
@@ -98,22 +68,23 @@ def call(plan: Any) -> tuple[str, list[Any]]:
     """The call of the function for a fast-path plan, and its parameters."""
     state = rows.state_values(plan.tail.state, plan.tail.last_hash)
     state["updated_at"] = plan.now
-    entries = [rows.entry_params(plan.key, entry) for entry in plan.projection.new_entries]
-    indices = [
-        {"position": r.position, "from_seq": r.from_seq, "to_seq": r.to_seq}
-        for r in plan.projection.new_indices
-    ]
-    closed = [
-        {"position": position, "to_seq": seq}
-        for position, seq in plan.projection.closed_indices.items()
-    ]
+    document = {
+        "e": [_columns(row) for row in plan.log],
+        "v": [_columns(rows.entry_params(plan.key, e)) for e in plan.projection.new_entries],
+        "i": [
+            {"position": r.position, "from_seq": r.from_seq, "to_seq": r.to_seq}
+            for r in plan.projection.new_indices
+        ],
+        "c": [
+            {"position": position, "to_seq": seq}
+            for position, seq in plan.projection.closed_indices.items()
+        ],
+    }
     params: list[Any] = [plan.key, plan.previous.state.version, plan.previous.last_hash]
     params.extend(state[name] for name, _ in _STATE)
-    for columns, table_rows in (
-        (_EVENTS, plan.log),
-        (_ENTRIES, entries),
-        (_INDICES, indices),
-        (_CLOSED, closed),
-    ):
-        params.extend([row[name] for row in table_rows] for name, _ in columns)
+    params.append(json.dumps(document, ensure_ascii=False, separators=(",", ":")))
     return _call(), params
+
+
+def _columns(row: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in row.items() if name not in _IMPLIED}
