@@ -10,7 +10,9 @@ rows arrive as one ``jsonb`` argument, ``{"e": events, "v": view rows, "i": new 
 column. The client then encodes one string (the standard library's C encoder) instead of
 thirty arrays element by element, which was a quarter of the whole append; the server
 parses the document once. Events take the append's time, ``p_updated_at``, as their
-``recorded_at``, as both fast paths already did.
+``recorded_at``, as both fast paths already did. Indices are closed one statement each, by
+both key columns: a join of the table to the closed list would read every open index of the
+conversation, a cost that grows with the view.
 
 ``viewstore_append`` stays: a process still running an older viewstore keeps calling it while
 a rolling upgrade goes on. Each statement names the conversation (``p_key``), so the new
@@ -39,6 +41,8 @@ CREATE FUNCTION viewstore_append_rows(
     p_updated_at timestamptz, p_rows jsonb
 ) RETURNS boolean
 LANGUAGE plpgsql AS $$
+DECLARE
+    closed record;
 BEGIN
     UPDATE conversations SET
         version = p_version, unhandled_request = p_unhandled, view_length = p_view_length,
@@ -72,11 +76,11 @@ BEGIN
     SELECT p_key, x.position, x.from_seq, x.to_seq
     FROM jsonb_to_recordset(p_rows -> 'i') AS x(position integer, from_seq bigint,
                                                  to_seq bigint);
-    UPDATE manipulation_indices SET to_seq = x.to_seq
-    FROM jsonb_to_recordset(p_rows -> 'c') AS x(position integer, to_seq bigint)
-    WHERE manipulation_indices.conversation_id = p_key
-      AND manipulation_indices.position = x.position
-      AND manipulation_indices.to_seq IS NULL;
+    FOR closed IN SELECT * FROM jsonb_to_recordset(p_rows -> 'c')
+                               AS x(position integer, to_seq bigint) LOOP
+        UPDATE manipulation_indices SET to_seq = closed.to_seq
+        WHERE conversation_id = p_key AND position = closed.position AND to_seq IS NULL;
+    END LOOP;
     RETURN true;
 END $$
 """

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ import pytest
 from sqlalchemy import text
 
 from viewstore import ConcurrencyError, DuplicateEventError, EventStore
-from viewstore.store import event_store, fast_path
+from viewstore.store import event_store, fast_path, server_append
+from viewstore.store.inputs import parse_batch
 
 from ._helpers import A, C, M, O, Payload, R, S, U, X, dump, history
 
@@ -294,6 +296,61 @@ def test_postgres_closes_an_index_through_both_index_columns(fresh_pg_url: str, 
     for node in reads:
         assert node["Node Type"] in ("Index Scan", "Index Only Scan"), node
         assert "position" in node.get("Index Cond", ""), node
+
+
+@pytest.mark.postgres
+def test_the_server_function_closes_an_index_through_both_index_columns(
+    fresh_pg_url: str,
+) -> None:
+    """The same for ``viewstore_append_rows`` (migration 0014): its close of an index, run on
+    a conversation with hundreds of open indices, reads the one row it closes, not every open
+    one. The function's own plans are not visible to ``EXPLAIN``; the transaction's table
+    statistics count the rows it read."""
+    with EventStore(fresh_pg_url, server_append=True) as store:
+        store.create_schema()
+        store.append(CID, history(150))
+        for event in TAIL:
+            tail = store._tails.get(CID)
+            assert tail is not None
+            batch = parse_batch([event], store.max_event_bytes)
+            plan = fast_path.plan(CID, tail, batch, datetime.now(UTC), None)
+            if plan.projection.closed_indices:
+                break
+            store.append(CID, [event])
+        else:
+            pytest.fail("the tail closes no index")
+        with store.engine.connect() as conn:
+            open_indices = conn.execute(
+                text(
+                    "SELECT count(*) FROM manipulation_indices "
+                    "WHERE conversation_id = :c AND to_seq IS NULL"
+                ),
+                {"c": CID},
+            ).scalar_one()
+        with store.engine.connect() as conn:
+            raw = conn.connection.driver_connection
+            assert raw is not None
+            # The backend's counts not yet flushed show too: the call's are the difference.
+            before = _table_reads(raw, "manipulation_indices")
+            sql, params = server_append.call(plan)
+            assert raw.execute(sql, params).fetchone() == (True,)
+            after = _table_reads(raw, "manipulation_indices")
+            conn.rollback()
+    assert open_indices > 100
+    seq_read, index_fetched, updated = (b - a for a, b in zip(before, after, strict=True))
+    assert updated == len(plan.projection.closed_indices) == 1
+    assert (seq_read, index_fetched) == (0, 1), (before, after)
+
+
+def _table_reads(raw: Any, table: str) -> tuple[int, int, int]:
+    """Rows this backend's transaction read from ``table`` by scan and by index, and updated."""
+    row = raw.execute(
+        "SELECT seq_tup_read, idx_tup_fetch, n_tup_upd FROM pg_stat_xact_user_tables "
+        "WHERE relname = %s",
+        (table,),
+    ).fetchone()
+    assert row is not None
+    return (int(row[0]), int(row[1]), int(row[2]))
 
 
 # A thinking-block tool loop: the action that continues it closes the index its first
