@@ -56,3 +56,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     save(args.output, result)
     return result
+
+
+if __name__ == "__main__":
+    main()

@@ -121,3 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     args.results_dir.mkdir(parents=True, exist_ok=True)
     (args.results_dir / f"web-{backend}.json").write_text(json.dumps(results, indent=2) + "\n")
     return 0
+
+
+if __name__ == "__main__":
+    main()
