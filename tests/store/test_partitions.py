@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import Connection, text
 
 from viewstore import EventStore, InvalidArgumentError, UnsupportedDatabaseError
+from viewstore.store import server_append
 from viewstore.store.partitions import APPEND_ONLY, TABLES
 
 from ..cli._process import error_line, run
@@ -102,6 +103,25 @@ def test_a_partitioned_store_has_the_plain_stores_shape(db_url: str, second_pg_u
                 )
             ).all()
             assert dict(partitions) == dict.fromkeys(sorted(TABLES), 4)
+
+
+@ON_POSTGRES
+@pytest.mark.postgres
+def test_the_fast_path_calls_the_function_on_plain_tables_and_not_on_partitions(
+    db_url: str, second_pg_url: str
+) -> None:
+    """As the README says: one call of ``viewstore_append_rows`` on plain tables, the single
+    statement on partitioned ones (docs/distribution.md has the measurements)."""
+    with EventStore(db_url) as plain, EventStore(second_pg_url) as split:
+        plain.create_schema()
+        split.create_schema(partitions=4)
+        assert server_append.available(plain.engine)
+        assert not server_append.available(split.engine)
+        for store in (plain, split):  # each layout's fast path writes, whichever it takes
+            store.append("c", [message("m1")])
+            store.append("c", [message("m2")])
+            assert [e.event_id for e in store.events("c")] == ["m1", "m2"]
+            assert store.verify("c").ok
 
 
 @ON_POSTGRES

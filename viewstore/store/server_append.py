@@ -53,8 +53,8 @@ def _call() -> str:
 def available(engine: Engine) -> bool:
     """Whether to call the function: the database has it (migration 0014), and its tables
     are not partitioned. A function's statements run on cached generic plans, which prune
-    partitions at run time on every call; the single statement is planned with its values
-    and pruned once, and measured faster there (docs/distribution.md)."""
+    partitions at run time on every call; there the function measured no faster than the
+    single statement, which is planned with its values (docs/distribution.md)."""
     query = (
         f"SELECT to_regproc('{FUNCTION}') IS NOT NULL AND NOT EXISTS "
         "(SELECT 1 FROM pg_partitioned_table WHERE partrelid = to_regclass('events'))"
