@@ -199,3 +199,24 @@ def test_event_log_index_is_what_the_sdks_own_scan_builds(store: Any, ids: str) 
     )
     assert len(ours) == (5 if ids == "sdk" else 3)
     assert (fs.event_ids("events") is None) is (ids == "not-hex")
+
+
+def test_an_event_file_refused_for_its_name_writes_nothing(store: EventStore) -> None:
+    """A file named for one event that holds another is refused before anything is stored:
+    the version stays, no event lands, and the right file then goes in at that index."""
+    fs = ViewstoreFileStore(store, CID)
+    events = [message(f"m{i}") for i in range(3)]
+    for index, event in enumerate(events):
+        fs.write(file_name(index, event), event.model_dump_json(exclude_none=True))
+    inside, named = message("inside"), message("named")
+    with pytest.raises(InvalidArgumentError, match=inside.id):
+        fs.write(file_name(3, named), inside.model_dump_json(exclude_none=True))
+    assert store.version(CID) == 3
+    assert store.view(CID).event_ids == [e.id for e in events]
+    assert not fs.exists(file_name(3, inside)) and fs.seen_version == 3
+    # A retry of a stored event under another file name is refused too (it appends nothing,
+    # but the SDK would then index that file under an id it does not hold).
+    with pytest.raises(InvalidArgumentError):
+        fs.write(file_name(2, named), events[2].model_dump_json(exclude_none=True))
+    fs.write(file_name(3, inside), inside.model_dump_json(exclude_none=True))
+    assert store.version(CID) == 4

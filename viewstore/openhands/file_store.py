@@ -29,6 +29,7 @@ from openhands.sdk.context.view import View
 from openhands.sdk.io import FileStore
 
 from viewstore.errors import ConversationNotFoundError, InvalidArgumentError
+from viewstore.events import parse_event
 from viewstore.openhands import sdk_internals as sdk
 from viewstore.store import EventStore
 from viewstore.store.inputs import conversation_key
@@ -69,11 +70,12 @@ class ViewstoreFileStore(FileStore):
                 f"viewstore keeps only {sdk.BASE_STATE} and event files, not {path!r}"
             )
         index = int(match.group("idx"))
-        result = self.store.append(self.conversation_id, contents, expected_version=index)
-        if result.appended and result.appended[0] != match.group("event_id"):
-            raise InvalidArgumentError(  # pragma: no cover - the SDK names files by event id
-                f"event file {path!r} holds event {result.appended[0]!r}"
-            )
+        # Checked before the append, not after it: an append is committed when it returns,
+        # and the SDK indexes the file under the id in its name.
+        event = parse_event(contents, max_bytes=self.store.max_event_bytes)
+        if event.id != match.group("event_id"):
+            raise InvalidArgumentError(f"event file {path!r} holds event {event.id!r}")
+        self.store.append(self.conversation_id, event, expected_version=index)
         self._seen = max(self._seen, index + 1)
 
     def read(self, path: str) -> str:
