@@ -19,7 +19,7 @@ from viewstore.chain import GENESIS, chain_hash
 from viewstore.errors import ConversationNotFoundError
 from viewstore.events import Event, parse_event
 from viewstore.projector import Projection, ViewEntry, project_from_scratch
-from viewstore.store import anchors, derived, forking, reads, redaction, rows
+from viewstore.store import anchors, derived, fork_links, forking, reads, redaction, rows
 from viewstore.store.anchors import Checkpoint
 from viewstore.store.records import ConversationReport, Redaction, VerifyReport
 from viewstore.store.schema import manipulation_indices, view_entries
@@ -57,8 +57,11 @@ def verify_conversation(
     chain_key: bytes | None = None,
 ) -> ConversationReport:
     conv = reads.conversation_row(conn, key)
+    links, readable = fork_links.check(conn, conv)
+    report = ConversationReport(conversation_id=key, version=conv.version, problems=links)
+    if not readable:
+        return report
     stored = derived.log_rows(conn, conv)
-    report = ConversationReport(conversation_id=key, version=conv.version)
     anchor = None if checkpoint is None else checkpoint.heads.get(key)
     if anchor is not None and checkpoint is not None:
         report.problems.extend(anchors.compare(stored, anchor, checkpoint))

@@ -24,9 +24,12 @@ from viewstore.store.server_append import FUNCTION, signature
 # The position too is drawn where the row is written: the coordinator and each worker draw
 # from their own ranges of the sequence (the server-side append runs on the worker, the
 # ordinary path's defaults are evaluated on the coordinator), and only one node's draws keep
-# a conversation's positions rising with its seqs.
+# a conversation's positions rising with its seqs. Its search_path is pinned like every other
+# viewstore function's (migration 0015): the sequence is named in the table's own schema, and
+# nothing a session puts first in its path (its temporary schema) is ever looked up.
 FEED_TXID_FUNCTION = (
-    "CREATE OR REPLACE FUNCTION viewstore_feed_txid() RETURNS trigger LANGUAGE plpgsql AS $$ "
+    "CREATE OR REPLACE FUNCTION viewstore_feed_txid() RETURNS trigger LANGUAGE plpgsql "
+    "SET search_path = pg_catalog, pg_temp AS $$ "
     "BEGIN NEW.txid := pg_current_xact_id()::text::bigint; "
     "NEW.position := nextval(quote_ident(TG_TABLE_SCHEMA) || '.events_position_seq'); "
     "RETURN NEW; END $$"
