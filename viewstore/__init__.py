@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         ServerUnreachableError,
         StorageError,
         TransientStorageError,
+        UnredactablePathError,
         UnsupportedDatabaseError,
         ViewstoreError,
     )
@@ -97,6 +98,7 @@ _WHERE = {
     "Redaction": _STORE,
     "Tombstone": _STORE,
     "TransientStorageError": _ERRORS,
+    "UnredactablePathError": _ERRORS,
     "UnsupportedDatabaseError": _ERRORS,
     "VerifyReport": _STORE,
     "View": "viewstore.view",
@@ -140,6 +142,7 @@ __all__ = [  # every name of _WHERE, and the version
     "StoredView",
     "Tombstone",
     "TransientStorageError",
+    "UnredactablePathError",
     "UnsupportedDatabaseError",
     "VerifyReport",
     "View",

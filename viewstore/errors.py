@@ -69,6 +69,20 @@ class InvalidArgumentError(ViewstoreError, ValueError):
     """A call argument that is not an event is malformed (conversation id, seq, limit...)."""
 
 
+class UnredactablePathError(InvalidArgumentError):
+    """A redaction path points at, or into, a field the event's structure rests on: its
+    envelope, or a name of a type, role or tool, an id or an enumerated state. The view and
+    the OpenHands SDK's models read those fields; redacted, the event would no longer be the
+    event it was (docs/lifecycle.md, Redaction). ``path`` is the JSON Pointer given,
+    ``field`` the kept field it reaches."""
+
+    def __init__(self, event_id: str, path: str, field: str, reason: str) -> None:
+        self.event_id = event_id
+        self.path = path
+        self.field = field
+        super().__init__(f"event {event_id!r}: {path} {reason} and cannot be redacted")
+
+
 class CheckpointError(InvalidArgumentError):
     """A checkpoint given to ``verify(against=...)`` is malformed, or its digest does not match
     what it holds (the checkpoint itself was altered)."""

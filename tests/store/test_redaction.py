@@ -6,6 +6,7 @@ other change at the right seq. On SQLite, PostgreSQL and partitioned PostgreSQL.
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -17,6 +18,7 @@ from viewstore import (
     EventStore,
     InvalidArgumentError,
     Redaction,
+    UnredactablePathError,
 )
 from viewstore.store.scrub import MARK
 
@@ -84,9 +86,42 @@ def test_redact_only_some_paths(store: EventStore) -> None:
     assert redacted["observation"]["content"][0] == {"type": "text", "text": MARK}
     redacted["observation"]["content"][0]["text"] = "ok"
     assert redacted == original  # nothing else changed
-    store.redact("c", "o1", reason="and the rest", paths=["/observation", "/tool_name"])
-    assert [r.round for r in store.redactions("c")] == [1, 2]
+    # What is left under /observation is what it is (its kind, its content's types): kept.
+    with pytest.raises(InvalidArgumentError, match="nothing left to redact"):
+        store.redact("c", "o1", reason="and the rest", paths=["/observation"])
+    store.append("c", [message("m3", "a secret", note="another")])
+    store.redact("c", "m3", reason="a note", paths=["/note"])
+    store.redact("c", "m3", reason="and the rest", paths=["/llm_message"])
+    assert [r.round for r in store.redactions("c")] == [1, 1, 2]
+    redacted = json.loads(next(e for e in store.events("c") if e.event_id == "m3").payload_json)
+    assert redacted["llm_message"] == {"role": "user", "content": [{"type": "text", "text": MARK}]}
+    assert redacted["note"] == MARK
     assert store.verify().ok
+
+
+@pytest.mark.parametrize(
+    ("event_id", "path", "field"),
+    [  # the first five were accepted, and the SDK could no longer load the event (issue 26)
+        ("u1", "/llm_message/role", "role"),
+        ("u1", "/llm_message/content/0/type", "type"),
+        ("a1", "/tool_name", "tool_name"),
+        ("a1", "/action/kind", "kind"),
+        ("o1", "/observation/kind", "kind"),
+        ("o1", "/observation/content/0/type", "type"),
+        ("o1", "/action_id", "action_id"),
+        ("o1", "/tool_call_id", "tool_call_id"),
+    ],
+)
+def test_a_path_that_carries_structure_is_refused_and_changes_nothing(
+    store: EventStore, event_id: str, path: str, field: str
+) -> None:
+    _with_secrets(store)
+    before = _everything(store)
+    with pytest.raises(UnredactablePathError, match=re.escape(path)) as caught:
+        store.redact("c", event_id, reason="r", paths=[path])
+    assert (caught.value.event_id, caught.value.path, caught.value.field) == (event_id, path, field)
+    assert _everything(store) == before
+    assert store.redactions("c") == []
 
 
 @pytest.mark.parametrize(

@@ -61,8 +61,11 @@ class LifecycleMethods(StoreCore):
         """Remove the content of one event, or only the strings under ``paths`` (JSON
         Pointers such as ``/observation/content``), from the log and from every copy the
         store keeps (view rows, a condensation's summary, the forks that share the event),
-        in one transaction. The envelope the view is built from stays, so views, indices
-        and the request flag do not change; a path into it is refused. Each redaction leaves
+        in one transaction. The event's structure stays (the envelope the view is built
+        from; at any depth the names of types, roles and tools, ids and enumerated states), so
+        views, indices and the request flag do not change and the OpenHands SDK still reads
+        the event; a path at or into any of it is refused with ``UnredactablePathError``, and
+        a path at an object redacts what is inside it but that structure. Each redaction leaves
         a :class:`Redaction` record; ``verify`` reports a redacted event as redacted, carries
         the hash chain across it, and still finds any other change (docs/lifecycle.md).
 

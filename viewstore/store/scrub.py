@@ -1,13 +1,19 @@
-"""The redacted payload of an event: its content gone, its envelope exactly as it was.
+"""The redacted payload of an event: its content gone, its structure exactly as it was.
 
 Kept: the top-level fields ``ENVELOPE`` names (kind, id, source, timestamp, parent id,
 tool-call and LLM-response ids, forgotten ids, summary offset) and, at any depth, those
-``KEPT_ANYWHERE`` names (type, role and tool names, ids, enumerated states: what a parser of
-the event needs, not what anyone said). Every other string, or every string under the JSON
-Pointers (RFC 6901) given, becomes ``MARK``; numbers, booleans and the shape of the JSON stay,
-so the event still parses as what it was (the OpenHands SDK's own models read every redacted
-reference event back: tests/openhands/test_redacted_events.py). A redaction that would change
-anything the view is built from is refused. Pure: no SQL.
+``KEPT_ANYWHERE`` names (type, role and tool names, ids, enumerated states: what the view and
+a parser of the event need, not what anyone said). Every other string, or every other string
+under the JSON Pointers (RFC 6901) given, becomes ``MARK``; numbers, booleans and the shape of
+the JSON stay, so the event still parses as what it was (the OpenHands SDK's own models read
+every redacted reference event back, whatever path was redacted:
+tests/openhands/test_redacted_events.py, tests/openhands/test_redaction_paths.py).
+
+One rule for both ways of redacting: a path never replaces a string the whole-content
+redaction keeps. A path at or into a kept field is refused (``UnredactablePathError``); a path
+at an object or array redacts what is inside it except the kept fields, exactly as the
+whole-content redaction treats the same object. A redaction that would still change anything
+the view is built from is refused. Pure: no SQL.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from viewstore.errors import InvalidArgumentError, InvalidEventError
+from viewstore.errors import InvalidArgumentError, InvalidEventError, UnredactablePathError
 from viewstore.events import Event, canonical_json, parse_event
 
 MARK = "[redacted]"
@@ -35,20 +41,36 @@ ENVELOPE = frozenset(
         "summary_offset",
     }
 )
-#: Nested fields kept wherever they are: names of types, roles, tools and enumerated states,
-#: and ids, which a parser of the event (the OpenHands SDK's models) needs to read it back;
-#: none carries what a user or a tool said.
+#: Nested fields kept wherever they are: what a parser of the event (the view, the OpenHands
+#: SDK's models, the LLM APIs an event is replayed to) needs to read it back. The names of
+#: types and discriminators (a ``Literal`` in the SDK's models: ``kind``, ``type``), roles,
+#: enumerated states, tool names (the SDK looks a tool up by its name), and ids (an event's
+#: id is referenced by other events; a tool call's and a Responses item's are echoed back to
+#: the LLM, which pairs them). None carries what a user or a tool said.
+#: tests/openhands/test_redaction_paths.py checks every constrained field of the SDK's models
+#: is here.
 KEPT_ANYWHERE = frozenset(
     {
+        # types, discriminators, roles
         "kind",
         "type",
         "role",
-        "id",
+        "action_type",
+        "observation_type",
+        # tools, looked up by name
         "name",
         "tool_name",
+        "client_tool_name",
+        # ids
+        "id",
         "action_id",
+        "message_id",
         "tool_call_id",
         "llm_response_id",
+        "responses_item_id",
+        "error_id",
+        "usage_id",
+        # enumerated states
         "source",
         "security_risk",
         "risks",
@@ -57,8 +79,7 @@ KEPT_ANYWHERE = frozenset(
         "hook_event_type",
         "user_action",
         "rejection_source",
-        "action_type",
-        "observation_type",
+        "taskSupport",
     }
 )
 
@@ -96,21 +117,34 @@ def _tokens(path: str) -> list[str]:
 def _redact_path(obj: dict[str, Any], path: str, event_id: str) -> None:
     tokens = _tokens(path)
     if tokens[0] in ENVELOPE:
-        raise InvalidArgumentError(
-            f"event {event_id!r}: {path} is part of the envelope the view is built from "
-            f"({', '.join(sorted(ENVELOPE))}) and cannot be redacted"
+        raise UnredactablePathError(
+            event_id,
+            path,
+            tokens[0],
+            f"is part of the envelope the view is built from ({', '.join(sorted(ENVELOPE))})",
         )
     parent: Any = obj
     for depth, token in enumerate(tokens):
-        last = depth == len(tokens) - 1
         if isinstance(parent, dict) and token in parent:
             key: Any = token
         elif isinstance(parent, list) and token.isdigit() and int(token) < len(parent):
             key = int(token)
         else:
             raise InvalidArgumentError(f"event {event_id!r} has no value at {path}")
-        if last:
-            parent[key] = _scrub(parent[key], None)  # named outright: redacted even if kept
+        # Checked on the way down, not only at the end: the whole-content redaction keeps a
+        # kept field's value whole, so a path into it (a list of ids, an enum map) is refused.
+        if isinstance(key, str) and key in KEPT_ANYWHERE:
+            where = "names" if depth == len(tokens) - 1 else "goes into"
+            raise UnredactablePathError(
+                event_id,
+                path,
+                key,
+                f"{where} {key!r}, a field the event is parsed by (a type, role or tool name, "
+                "an id or an enumerated state, which the view or the OpenHands SDK's models "
+                "need)",
+            )
+        if depth == len(tokens) - 1:
+            parent[key] = _scrub(parent[key], None)
         else:
             parent = parent[key]
 
