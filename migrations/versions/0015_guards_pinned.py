@@ -1,15 +1,17 @@
-"""Guards pinned: fork links immutable, every guard's names qualified and search_path set.
+"""Guards pinned: fork links set once, every guard's names qualified and search_path set.
 
 Revision ID: 0015
 Revises: 0014
 Create Date: 2026-11-25
 
-A conversation's identity and fork links (``id``, ``forked_from``, ``fork_seq``,
-``family_id``) are written once, by the INSERT of ``fork()`` or of a first append; nothing of
-the store updates them (appends, rebuild and the fork's own state write the carried state
-only, erasure deletes the row). Left writable, the writer role could mark any conversation as
-a fork of a victim, and the owner's erasure of the victim would then be refused. A trigger on
-``conversations`` now refuses an UPDATE that changes any of them, whoever runs it.
+A conversation's identity, creation time and fork links (``id``, ``created_at``,
+``forked_from``, ``fork_seq``, ``family_id``) are written once, by the INSERT of ``fork()`` or
+of a first append; nothing of the store updates them (appends, rebuild and the fork's own
+state write the carried state and ``updated_at`` only, erasure deletes the row). Left
+writable, the writer role could mark any conversation as a fork of a victim, and the owner's
+erasure of the victim would then be refused; or backdate a conversation, which no log entry
+contradicts (a fork is created after its first events). A trigger on ``conversations`` now
+refuses an UPDATE that changes any of them, whoever runs it.
 
 PostgreSQL resolves an unqualified table name in a function by the caller's ``search_path``,
 and a session's temporary schema comes first unless it is named last: a temporary table
@@ -36,13 +38,13 @@ depends_on = None
 APPEND_ONLY_MESSAGE = "viewstore: the events table is append-only"
 TOMBSTONES_MESSAGE = "viewstore: the tombstones table is append-only"
 REDACTIONS_MESSAGE = "viewstore: the redactions table is append-only"
-FORK_LINKS_MESSAGE = (
-    "viewstore: the id and fork links of a conversation (forked_from, fork_seq, family_id) "
-    "are set once, when it is created"
+SET_ONCE_MESSAGE = (
+    "viewstore: the id, created_at and fork links (forked_from, fork_seq, family_id) of a "
+    "conversation are set once, when it is created"
 )
-LINKS = ("id", "forked_from", "fork_seq", "family_id")
-_PG_CHANGED = " OR ".join(f"NEW.{c} IS DISTINCT FROM OLD.{c}" for c in LINKS)
-_SQLITE_CHANGED = " OR ".join(f"NEW.{c} IS NOT OLD.{c}" for c in LINKS)
+SET_ONCE = ("id", "created_at", "forked_from", "fork_seq", "family_id")
+_PG_CHANGED = " OR ".join(f"NEW.{c} IS DISTINCT FROM OLD.{c}" for c in SET_ONCE)
+_SQLITE_CHANGED = " OR ".join(f"NEW.{c} IS NOT OLD.{c}" for c in SET_ONCE)
 # The events guard of revision 0013: everything of a row but its payload is kept.
 _KEPT = (
     "conversation_id",
@@ -202,19 +204,19 @@ BEGIN
 END $$
 """
 _FUNCTIONS = (_EVENTS_GUARD, _TOMBSTONES_GUARD, _REDACTIONS_GUARD, _APPEND, _APPEND_ROWS)
-_FORK_LINKS_GUARD = f"""
-CREATE FUNCTION {{s}}viewstore_conversations_fork_links() RETURNS trigger
+_SET_ONCE_GUARD = f"""
+CREATE FUNCTION {{s}}viewstore_conversations_set_once() RETURNS trigger
 LANGUAGE plpgsql {{pin}}AS $$
 BEGIN
-    RAISE EXCEPTION '{FORK_LINKS_MESSAGE}' USING ERRCODE = 'restrict_violation';
+    RAISE EXCEPTION '{SET_ONCE_MESSAGE}' USING ERRCODE = 'restrict_violation';
 END $$
 """
 # The condition lives on the trigger, not in the function: the row is updated by every append,
 # and a WHEN that holds false costs no function call.
-_FORK_LINKS_TRIGGER = (
-    "CREATE TRIGGER conversations_fork_links BEFORE UPDATE ON {s}conversations "
+_SET_ONCE_TRIGGER = (
+    "CREATE TRIGGER conversations_set_once BEFORE UPDATE ON {s}conversations "
     f"FOR EACH ROW WHEN ({_PG_CHANGED}) "
-    "EXECUTE FUNCTION {s}viewstore_conversations_fork_links()"
+    "EXECUTE FUNCTION {s}viewstore_conversations_set_once()"
 )
 
 
@@ -235,24 +237,24 @@ def _schema() -> str:
 def upgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         schema = _schema()
-        for function in (*_FUNCTIONS, _FORK_LINKS_GUARD):
+        for function in (*_FUNCTIONS, _SET_ONCE_GUARD):
             op.execute(_render(function, schema))
-        op.execute(_render(_FORK_LINKS_TRIGGER, schema))
+        op.execute(_render(_SET_ONCE_TRIGGER, schema))
         return
     op.execute(
-        "CREATE TRIGGER conversations_fork_links BEFORE UPDATE ON conversations "
+        "CREATE TRIGGER conversations_set_once BEFORE UPDATE ON conversations "
         f"WHEN {_SQLITE_CHANGED} "
-        f"BEGIN SELECT RAISE(ABORT, '{FORK_LINKS_MESSAGE}'); END"
+        f"BEGIN SELECT RAISE(ABORT, '{SET_ONCE_MESSAGE}'); END"
     )
 
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         schema = _schema()
-        op.execute(f"DROP TRIGGER IF EXISTS conversations_fork_links ON {schema}.conversations")
-        op.execute(f"DROP FUNCTION IF EXISTS {schema}.viewstore_conversations_fork_links()")
+        op.execute(f"DROP TRIGGER IF EXISTS conversations_set_once ON {schema}.conversations")
+        op.execute(f"DROP FUNCTION IF EXISTS {schema}.viewstore_conversations_set_once()")
         # CREATE OR REPLACE sets every attribute anew: the search_path goes with the old body.
         for function in _FUNCTIONS:
             op.execute(_render(function, None))
         return
-    op.execute("DROP TRIGGER IF EXISTS conversations_fork_links")
+    op.execute("DROP TRIGGER IF EXISTS conversations_set_once")

@@ -33,7 +33,7 @@ from ._helpers import condensed_history, is_postgres, message
 #: Also on hash-partitioned tables (tests/conftest.py): the guard must reach every partition.
 PARTITIONED_TOO = True
 
-LINKS_REFUSED = "fork links of a conversation .* are set once"
+LINKS_REFUSED = "fork links .* of a conversation are set once"
 APPEND_ONLY = "append-only"
 PERMISSION = "permission denied"
 
@@ -62,19 +62,19 @@ def links_unguarded(conn: Connection) -> Iterator[None]:
     0015) has nothing to switch off."""
     if conn.dialect.name == "postgresql":
         guarded = conn.execute(
-            text("SELECT 1 FROM pg_trigger WHERE tgname = 'conversations_fork_links'")
+            text("SELECT 1 FROM pg_trigger WHERE tgname = 'conversations_set_once'")
         ).first()
         if guarded is not None:
-            conn.execute(text("ALTER TABLE conversations DISABLE TRIGGER conversations_fork_links"))
+            conn.execute(text("ALTER TABLE conversations DISABLE TRIGGER conversations_set_once"))
         yield
         if guarded is not None:
-            conn.execute(text("ALTER TABLE conversations ENABLE TRIGGER conversations_fork_links"))
+            conn.execute(text("ALTER TABLE conversations ENABLE TRIGGER conversations_set_once"))
         return
     stored = conn.execute(
-        text("SELECT sql FROM sqlite_master WHERE name = 'conversations_fork_links'")
+        text("SELECT sql FROM sqlite_master WHERE name = 'conversations_set_once'")
     ).scalar()
     if stored is not None:
-        conn.execute(text("DROP TRIGGER conversations_fork_links"))
+        conn.execute(text("DROP TRIGGER conversations_set_once"))
     yield
     if stored is not None:
         conn.execute(text(stored))
@@ -167,6 +167,7 @@ LINK_UPDATES = [
     "UPDATE conversations SET family_id = NULL WHERE id = 'f'",
     "UPDATE conversations SET forked_from = NULL, fork_seq = NULL, family_id = NULL WHERE id = 'f'",
     "UPDATE conversations SET id = 'renamed' WHERE id = 'f'",
+    "UPDATE conversations SET created_at = '2020-01-01 00:00:00' WHERE id = 'a'",
 ]
 
 
@@ -310,7 +311,7 @@ def _assert_pinned(store: EventStore, schema: str) -> None:
     assert set(found) >= {
         "viewstore_append",
         "viewstore_append_rows",
-        "viewstore_conversations_fork_links",
+        "viewstore_conversations_set_once",
         "viewstore_events_append_only",
         "viewstore_redactions_append_only",
         "viewstore_tombstones_append_only",
@@ -347,7 +348,7 @@ def test_the_migration_downgrades_to_the_functions_it_replaced(fresh_pg_url: str
         store.create_schema()
         downgrade(store, "0014")
         found = _functions(store)
-        assert "viewstore_conversations_fork_links" not in found
+        assert "viewstore_conversations_set_once" not in found
         assert all(config is None for config, _ in found.values())
         store.append("c", condensed_history())
         store.append("c", message("m4"))

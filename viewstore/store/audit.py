@@ -137,7 +137,13 @@ def _check_rows(
     conn: Connection, key: str, expected: Projection, report: ConversationReport
 ) -> None:
     want_entries = {entry.order_key: entry for entry in expected.new_entries}
-    loaded = rows.load_all_entries(conn, key)
+    try:
+        loaded = rows.load_all_entries(conn, key)
+    except ValueError as error:
+        # A column a row is loaded by (its role) holds no value the store writes: named here,
+        # where a read of the view would fail.
+        report.problems.append(f"view_entries: a row no longer loads: {error}")
+        loaded = []
     have_entries = {entry.order_key: entry for entry, _ in loaded}
     wrong_rows, wrong_copies = _entry_differences(want_entries, have_entries)
     for entry, packed in loaded:
