@@ -119,6 +119,21 @@ class ConversationExistsError(ViewstoreError, ValueError):
         super().__init__(f"conversation {conversation_id!r} already exists")
 
 
+class DamagedBaseStateError(ViewstoreError, ValueError):
+    """A conversation's stored base state (the OpenHands SDK's ``base_state.json``) is not a
+    JSON object, so nothing can resume from it. viewstore checks every base state it writes
+    (viewstore/store/base_state.py): the row was changed by someone who can write the table.
+    A ``ValueError``, as the ``json`` error it replaces was; ``verify`` reports it too."""
+
+    def __init__(self, conversation_id: str, reason: str) -> None:
+        self.conversation_id = conversation_id
+        self.reason = reason
+        super().__init__(
+            f"the stored base state of conversation {conversation_id!r} is damaged: {reason} "
+            "(run viewstore verify)"
+        )
+
+
 class ConversationHasForksError(ViewstoreError):
     """The conversation cannot be erased: forks still read their shared prefix from it."""
 

@@ -164,7 +164,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "redact": ("lifecycle", "Remove an event's content from the log and every copy; its..."),
     "serve": ("serve", "Serve a read-only web viewer of the conversations."),
     "stats": ("commands", "Counts: conversations, events, view sizes, condensations."),
-    "verify": ("commands", "Check the hash chain, every column derived from the log, and..."),
+    "verify": ("commands", "Check the hash chain, every column derived from the log, that..."),
     "view": ("commands", "Show a conversation's view: what the LLM is sent, and where a..."),
 }
 

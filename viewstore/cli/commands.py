@@ -254,8 +254,8 @@ def _report_dict(report: VerifyReport) -> dict[str, Any]:
 @json_option
 @pass_state
 def verify(state: Context, conversation: str | None, against: Path | None, as_json: bool) -> None:
-    """Check the hash chain, every column derived from the log, and that the view rows equal
-    a replay (exit 1 on problems)."""
+    """Check the hash chain, every column derived from the log, that the view rows equal a
+    replay, and that each stored base state is a JSON object (exit 1 on problems)."""
     checkpoint = None if against is None else _read_checkpoint(against)
     report = state.store.verify(conversation, against=checkpoint)
     if as_json:

@@ -19,7 +19,16 @@ from viewstore.chain import GENESIS, chain_hash
 from viewstore.errors import ConversationNotFoundError
 from viewstore.events import Event, parse_event
 from viewstore.projector import Projection, ViewEntry, project_from_scratch
-from viewstore.store import anchors, derived, fork_links, forking, reads, redaction, rows
+from viewstore.store import (
+    anchors,
+    base_state,
+    derived,
+    fork_links,
+    forking,
+    reads,
+    redaction,
+    rows,
+)
 from viewstore.store.anchors import Checkpoint
 from viewstore.store.records import ConversationReport, Redaction, VerifyReport
 from viewstore.store.schema import manipulation_indices, view_entries
@@ -35,6 +44,7 @@ def verify(
 ) -> VerifyReport:
     report = VerifyReport()
     present = reads.conversation_ids(conn)
+    everything = keys is None
     if keys is None:
         keys = present
         missing = [] if against is None else sorted(set(against.heads) - set(present))
@@ -47,6 +57,11 @@ def verify(
     for key in missing:
         assert against is not None
         report.conversations.append(anchors.missing(conn, key, against))
+    if everything:  # a base state written before its conversation's first event
+        for key in base_state.without_conversation(conn):
+            found = base_state.problems(conn, key)
+            if found:
+                report.conversations.append(ConversationReport(key, 0, problems=found))
     return report
 
 
@@ -59,6 +74,7 @@ def verify_conversation(
     conv = reads.conversation_row(conn, key)
     links, readable = fork_links.check(conn, conv)
     report = ConversationReport(conversation_id=key, version=conv.version, problems=links)
+    report.problems.extend(base_state.problems(conn, key))
     if not readable:
         return report
     stored = derived.log_rows(conn, conv)

@@ -46,7 +46,8 @@ class AuditMethods(StoreCore):
         self, conversation_id: ConversationId | None = None, *, against: Any = None
     ) -> VerifyReport:
         """Check the hash chain, that every column derived from the log equals what the log
-        says, and that every view and index row equals a pure replay.
+        says, that every view and index row equals a pure replay, and that each stored base
+        state is a JSON object (one that is not also makes ``base_state()`` raise).
 
         ``against``: a checkpoint (``checkpoint()``'s dict or its JSON text). Every history it
         saw must still be there, unchanged up to its head, under the same conversation id;

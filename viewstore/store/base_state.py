@@ -12,7 +12,7 @@ from datetime import datetime
 from sqlalchemy import Connection, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from viewstore.errors import ConcurrencyError, InvalidArgumentError
+from viewstore.errors import ConcurrencyError, DamagedBaseStateError, InvalidArgumentError
 from viewstore.store import rows
 from viewstore.store.schema import base_states, conversations
 
@@ -33,6 +33,18 @@ class BaseState:
         return self.version - self.at_version
 
 
+def damage(payload: str) -> str | None:
+    """Why ``payload`` is not a base state the SDK can load (None if it is one). Checked on
+    every write and every read: a stored row can be changed behind the store's back."""
+    try:
+        value = json.loads(payload)
+    except ValueError as e:
+        return f"not valid JSON: {e}"
+    if not isinstance(value, dict):
+        return "not a JSON object"
+    return None
+
+
 def check_payload(payload: str | bytes) -> str:
     if isinstance(payload, bytes | bytearray):
         try:
@@ -41,12 +53,9 @@ def check_payload(payload: str | bytes) -> str:
             raise InvalidArgumentError(f"base state is not valid UTF-8: {e.reason}") from e
     if not isinstance(payload, str):
         raise InvalidArgumentError(f"base state must be JSON text, got {type(payload).__name__}")
-    try:
-        value = json.loads(payload)
-    except ValueError as e:
-        raise InvalidArgumentError(f"base state is not valid JSON: {e}") from e
-    if not isinstance(value, dict):
-        raise InvalidArgumentError("base state must be a JSON object")
+    reason = damage(payload)
+    if reason is not None:
+        raise InvalidArgumentError(f"base state is {reason}")
     if "\x00" in payload:  # PostgreSQL text cannot hold it; JSON escapes it anyway
         raise InvalidArgumentError("base state must not contain a raw NUL character")
     return payload
@@ -109,6 +118,9 @@ def load(conn: Connection, conversation_id: str) -> BaseState | None:
     row = conn.execute(query).first()
     if row is None:
         return None
+    reason = damage(row.payload)
+    if reason is not None:
+        raise DamagedBaseStateError(conversation_id, reason)
     return BaseState(
         conversation_id=conversation_id,
         payload=row.payload,
@@ -116,3 +128,27 @@ def load(conn: Connection, conversation_id: str) -> BaseState | None:
         at_version=int(row.at_version),
         version=int(row.version or 0),
     )
+
+
+def problems(conn: Connection, conversation_id: str) -> list[str]:
+    """``verify``'s finding on the conversation's stored base state: what ``load`` would
+    refuse, as a problem instead of an error."""
+    query = select(base_states.c.payload).where(base_states.c.conversation_id == conversation_id)
+    payload = conn.execute(query).scalar()
+    reason = None if payload is None else damage(payload)
+    return [] if reason is None else [f"its stored base state is damaged: {reason}"]
+
+
+def without_conversation(conn: Connection) -> list[str]:
+    """Ids of base states written before their conversation's first event (no conversation
+    row): ``verify`` of the whole store checks them too."""
+    query = (
+        select(base_states.c.conversation_id)
+        .where(
+            ~select(conversations.c.id)
+            .where(conversations.c.id == base_states.c.conversation_id)
+            .exists()
+        )
+        .order_by(base_states.c.conversation_id)
+    )
+    return [str(key) for key in conn.execute(query).scalars()]
