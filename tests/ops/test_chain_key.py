@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from viewstore import EventStore, InvalidArgumentError
-from viewstore.chain import GENESIS, chain_hash
+from viewstore.chain import GENESIS, chain_hash, event_hash
 
 from ._helpers import condensed_history, guard_off, message
 
@@ -23,7 +23,7 @@ def test_a_keyed_store_writes_hmacs_on_both_paths(db_url: str) -> None:
         stored = store.events("c")
         previous = GENESIS
         for event in stored:
-            previous = chain_hash(
+            previous = event_hash(
                 previous, event.seq, event.event_id, event.payload_json, KEY.encode()
             )
             assert event.hash == previous

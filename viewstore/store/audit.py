@@ -15,7 +15,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, delete
 
-from viewstore.chain import GENESIS, chain_hash
+from viewstore import chain
+from viewstore.chain import GENESIS
 from viewstore.errors import ConversationNotFoundError
 from viewstore.events import Event, parse_event
 from viewstore.projector import Projection, ViewEntry, project_from_scratch
@@ -125,24 +126,21 @@ def _check_log(
                 return
             previous = event.hash
             continue
-        unkeyed = previous
-        previous = chain_hash(previous, event.seq, event.event_id, event.payload, chain_key)
-        if (
-            previous != event.hash
-            and chain_key is not None
-            and event.hash == chain_hash(unkeyed, event.seq, event.event_id, event.payload)
-        ):
+        link = (event.hash, previous, event.seq, event.event_id, event.payload)
+        if chain.hash_matches(*link, key=chain_key):
+            previous = event.hash
+            continue
+        if chain_key is not None and chain.hash_matches(*link, key=None):
             report.problems.append(
                 f"seq {event.seq} (event {event.event_id!r}): its hash is a plain SHA-256, not "
                 "keyed with the chain key: written or rewritten by someone without the key"
             )
             return
-        if previous != event.hash:
-            report.problems.append(
-                f"hash chain broken at seq {event.seq} (event {event.event_id!r}): the event "
-                "or one before it was altered, reordered or removed"
-            )
-            return
+        report.problems.append(
+            f"hash chain broken at seq {event.seq} (event {event.event_id!r}): the event "
+            "or one before it was altered, reordered or removed"
+        )
+        return
     if len(stored) != version:
         report.problems.append(f"version is {version} but the log holds {len(stored)} events")
     elif stored and last_hash != previous:

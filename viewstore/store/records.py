@@ -162,8 +162,10 @@ class ForkOrigin:
 class Redaction:
     """One redaction of an event (``store.redact()``): which event, which JSON paths (None:
     all its content), why, when and (PostgreSQL) by which database user, and what ``verify``
-    checks it by: the chain hashes around the event and the SHA-256 digests of its payload
-    before and after."""
+    checks it by: the chain hashes around the event, the SHA-256 digests of its payload
+    before and after, and (events hashed under chain scheme 2) ``leaf_digests``: the JSON text
+    of an object giving, by JSON Pointer, the leaf digest of each string this round replaced
+    (docs/lifecycle.md). None on a record of an event hashed before scheme 2."""
 
     conversation_id: str
     seq: int
@@ -178,6 +180,7 @@ class Redaction:
     removed_digest: str
     redacted_digest: str
     record_hash: str
+    leaf_digests: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -11,12 +11,13 @@ The hash chain covers each event's exact payload (``viewstore.chain``), so a red
 longer matches its own link. The link is carried by its record instead: before anything is
 changed the link is checked (the chain hash of the previous event, this seq, this id and the
 payload being removed must give the stored hash), and the record keeps the previous hash, the
-event's hash, and the SHA-256 digests of the payload before and after. ``verify`` then goes on
-from the record's event hash, and still finds any other change: a payload whose digest is not
-the record's, a record whose own hash (keyed like the chain) does not match, a hash changed
-anywhere. Existing chains need no rewriting, and checkpoints taken before a redaction still
-verify (the hashes do not change). docs/lifecycle.md compares this with re-chaining over
-digests.
+event's hash, the SHA-256 digests of the payload before and after, and the leaf digests of
+the strings it replaced (``leaves``). ``verify`` then checks the redacted payload against the
+hash committed at append (chain scheme 2: it may differ only at the recorded strings, only by
+the marker), goes on from the record's event hash, and finds any other change: a payload
+rewritten, a record whose own hash (keyed like the chain) does not match, a hash changed
+anywhere. Checkpoints taken before a redaction still verify (the hashes do not change).
+docs/lifecycle.md says what is done for events hashed before scheme 2.
 
 Like ``rows``, every function takes an open ``Connection`` and never commits.
 """
@@ -28,18 +29,19 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import Connection, insert, select, text, update
 
-from viewstore.chain import GENESIS, chain_hash
+from viewstore.chain import GENESIS, chain_hash, chain_hash2, event_hash
 from viewstore.errors import (
     ChainMismatchError,
     ConversationNotFoundError,
     InvalidArgumentError,
 )
 from viewstore.events import Event, Role, canonical_json, parse_event, summary_event
-from viewstore.store import erasure, lineage, reads, rows
+from viewstore.store import erasure, leaves, lineage, reads, rows
 from viewstore.store.records import Redaction
 from viewstore.store.schema import (
     condensations,
@@ -48,7 +50,7 @@ from viewstore.store.schema import (
     redactions,
     view_entries,
 )
-from viewstore.store.scrub import digest, redacted_payload
+from viewstore.store.scrub import MARK, digest, redacted_payload
 
 # -- the operation --------------------------------------------------------------------------
 
@@ -97,7 +99,7 @@ def redact(
         rows.lock_conversation(conn, at.owner)
     earlier = records_of(conn, at.owner, at.seq)
     previous = _previous_hash(conn, at.owner, at.seq)
-    _check_link(at, event_id, previous, earlier, chain_key)
+    checkable = _check_link(at, event_id, previous, earlier, chain_key)
     payload = redacted_payload(at.payload, paths)
     if payload == at.payload:
         raise InvalidArgumentError(f"event {event_id!r}: nothing left to redact there")
@@ -115,6 +117,9 @@ def redact(
         "event_hash": at.hash,
         "removed_digest": digest(at.payload),
         "redacted_digest": digest(payload),
+        "leaf_digests": (
+            leaves.encode(leaves.replaced(at.payload, payload, chain_key)) if checkable else None
+        ),
     }
     values["record_hash"] = record_hash(values, chain_key)
     conn.execute(insert(redactions).values(values))  # first: the log's guard looks for it
@@ -144,23 +149,48 @@ def _check_link(
     previous: str,
     earlier: list[Redaction],
     chain_key: bytes | None,
-) -> None:
+) -> bool:
     """Refuse to redact an event whose link in the chain does not hold now: the record would
-    vouch for a link nobody can check any more."""
+    vouch for a link nobody can check any more. True when the event was hashed under chain
+    scheme 2, so its record keeps the leaf digests that make the redaction checkable."""
     if earlier:
         last = earlier[-1]
         if last.redacted_digest != digest(at.payload) or last.event_hash != at.hash:
             raise ChainMismatchError(
                 at.owner, at.seq, event_id, "its payload or hash changed since its last redaction"
             )
-        return
-    if chain_hash(previous, at.seq, event_id, at.payload, chain_key) != at.hash:
-        raise ChainMismatchError(
-            at.owner,
-            at.seq,
-            event_id,
-            "its hash does not follow from its payload and the previous hash (or this store's "
-            "chain key is not the one it was written with)",
+        if earlier[0].leaf_digests is None:
+            _refuse_uncheckable(at, event_id, chain_key)
+            return False
+        row = SimpleNamespace(seq=at.seq, event_id=event_id, payload=at.payload, hash=at.hash)
+        problems, _ = check_redacted(row, previous, earlier, chain_key)
+        if problems:
+            raise ChainMismatchError(at.owner, at.seq, event_id, problems[0])
+        return True
+    if event_hash(previous, at.seq, event_id, at.payload, chain_key) == at.hash:
+        return True
+    if chain_hash(previous, at.seq, event_id, at.payload, chain_key) == at.hash:
+        _refuse_uncheckable(at, event_id, chain_key)
+        return False
+    raise ChainMismatchError(
+        at.owner,
+        at.seq,
+        event_id,
+        "its hash does not follow from its payload and the previous hash (or this store's "
+        "chain key is not the one it was written with)",
+    )
+
+
+def _refuse_uncheckable(at: _Located, event_id: str, chain_key: bytes | None) -> None:
+    """An event hashed before chain scheme 2 (its hash covers its text only) cannot have its
+    redaction checked against that hash. On a keyed store the record's keyed hash still
+    vouches for it; without a key anyone could write that record, so nothing would tell the
+    redaction from a rewrite: refused (docs/lifecycle.md, "Events hashed before scheme 2")."""
+    if chain_key is None:
+        raise InvalidArgumentError(
+            f"event {event_id!r} (seq {at.seq}) of conversation {at.owner!r} was hashed before "
+            "chain scheme 2, and this store has no chain key: its redaction could not be told "
+            "from a forged one (erase the conversation instead)"
         )
 
 
@@ -234,6 +264,10 @@ def record_hash(values: dict[str, Any], chain_key: bytes | None) -> str:
         values["removed_digest"],
         values["redacted_digest"],
     ]
+    # Records written before revision 0016 have no leaf digests and keep the hash they had;
+    # a record that has them is hashed over one more field, so stripping them breaks it.
+    if values.get("leaf_digests") is not None:
+        fields.append(values["leaf_digests"])
     return chain_hash(
         values["event_hash"], values["seq"], values["event_id"], canonical_json(fields), chain_key
     )
@@ -260,6 +294,7 @@ def to_record(values: Any) -> Redaction:
         removed_digest=get("removed_digest"),
         redacted_digest=get("redacted_digest"),
         record_hash=get("record_hash"),
+        leaf_digests=get("leaf_digests"),
     )
 
 
@@ -314,14 +349,92 @@ def check_redacted(
         problems.append(
             f"{where}: its payload is not the one its last redaction left: altered afterwards"
         )
+    checked, unchecked = _check_content(row, previous, records, chain_key)
+    problems.extend(checked)
     last = records[-1]
     what = "all content" if last.paths is None else ", ".join(last.paths)
     note = (
         f"{where} redacted ({len(records)} time(s); last at {last.redacted_at.isoformat()}"
         f"{'' if last.redacted_by is None else ' by ' + last.redacted_by}, {what}): "
-        f"{last.reason}"
+        f"{last.reason}{unchecked}"
     )
     return problems, note
+
+
+def _check_content(
+    row: Any, previous: str, records: list[Redaction], chain_key: bytes | None
+) -> tuple[list[str], str]:
+    """That the redacted payload differs from what was hashed at append only at the strings
+    its records name, and only by the marker (``leaves``): the problems, and what the note
+    must add when that cannot be checked.
+
+    An event hashed before chain scheme 2 cannot be checked so: its records carry no leaf
+    digests. On a keyed store the records' keyed hashes still vouch for them (only a key
+    holder writes one), and the note says the content was not checked. Without a key anyone
+    can write such a record, for any event: it is a problem, whatever the event's scheme,
+    so a forged record without leaf digests (or one stripped of them) is never taken on
+    trust. A mix of rounds with and without them is never written by ``redact``."""
+    where = f"seq {row.seq} (event {row.event_id!r})"
+    carried = [record.leaf_digests is not None for record in records]
+    if not any(carried):
+        if chain_key is not None:
+            return [], " [hashed before chain scheme 2: vouched for by its keyed record only]"
+        return [
+            f"{where}: its redaction cannot be checked: no record carries the leaf digests "
+            "of the strings it replaced (hashed before chain scheme 2, or stripped), and in a "
+            "store without a chain key anyone could have written it: the payload may have "
+            "been rewritten, not only redacted"
+        ], ""
+    if not all(carried):
+        return [f"{where}: some of its redaction records carry no leaf digests: stripped"], ""
+    problems: list[str] = []
+    union: dict[str, str] = {}
+    for record in records:
+        assert record.leaf_digests is not None
+        try:
+            digests = leaves.decode(record.leaf_digests)
+        except ValueError as error:
+            return [f"{where}: redaction {record.round}'s leaf digests: {error}"], ""
+        for pointer, leaf in digests.items():
+            if union.setdefault(pointer, leaf) != leaf:
+                problems.append(f"{where}: two redactions record {pointer} differently")
+            if not _under(pointer, record.paths):
+                problems.append(
+                    f"{where}: redaction {record.round} replaced {pointer}, outside its paths"
+                )
+    try:
+        root = leaves.redacted_root(row.payload, union, MARK, chain_key)
+    except (ValueError, TypeError, RecursionError) as error:
+        problems.append(f"{where}: rewritten, not only redacted: {error}")
+        return problems, ""
+    # The first record's removed digest is the original text's: the hash binds it too.
+    original = chain_hash2(
+        previous, row.seq, row.event_id, records[0].removed_digest, root, key=chain_key
+    )
+    if original != row.hash:
+        problems.append(
+            f"{where}: rewritten, not only redacted: its payload differs from what was hashed "
+            "at append elsewhere than at the paths its redactions record, or the digest of "
+            "its original payload is not the one its first record holds"
+        )
+    return problems, ""
+
+
+def _under(pointer: str, paths: tuple[str, ...] | None) -> bool:
+    """Whether ``pointer`` is at or below one of ``paths`` (None: the whole payload); an
+    array index may be written with leading zeros, as ``scrub`` reads it."""
+    if paths is None:
+        return True
+    tokens = pointer.split("/")
+
+    def same(a: str, b: str) -> bool:
+        return a == b or (a.isdigit() and b.isdigit() and int(a) == int(b))
+
+    for path in paths:
+        prefix = path.split("/")
+        if len(prefix) <= len(tokens) and all(map(same, prefix, tokens)):
+            return True
+    return False
 
 
 def _values(record: Redaction) -> dict[str, Any]:
@@ -338,4 +451,5 @@ def _values(record: Redaction) -> dict[str, Any]:
         "event_hash": record.event_hash,
         "removed_digest": record.removed_digest,
         "redacted_digest": record.redacted_digest,
+        "leaf_digests": record.leaf_digests,
     }

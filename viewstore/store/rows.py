@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Row, and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from viewstore.chain import chain_hash
+from viewstore.chain import event_hash
 from viewstore.events import Event, Role
 from viewstore.projector import Projection, ProjectionState, ViewEntry
 from viewstore.store import lineage
@@ -228,10 +228,11 @@ def log_rows(
     now: datetime,
     chain_key: bytes | None = None,
 ) -> tuple[list[dict[str, Any]], str]:
-    """The ``events`` rows of a batch with their chained hashes, and the new last hash."""
+    """The ``events`` rows of a batch with their chained hashes (chain scheme 2), and the new
+    last hash."""
     out = []
     for seq, event in numbered:
-        last_hash = chain_hash(last_hash, seq, event.id, event.payload_json, chain_key)
+        last_hash = event_hash(last_hash, seq, event.id, event.payload_json, chain_key)
         out.append(
             {
                 "conversation_id": key,

@@ -258,5 +258,8 @@ redactions = Table(
     Column("removed_digest", String(64), nullable=False),  # SHA-256 of the payload before
     Column("redacted_digest", String(64), nullable=False),  # and after
     Column("record_hash", String(64), nullable=False),
+    # JSON object: the leaf digest of each string the round replaced, by JSON Pointer
+    # (revision 0016); NULL on a record of an event hashed before chain scheme 2.
+    Column("leaf_digests", Text, nullable=True),
     PrimaryKeyConstraint("conversation_id", "seq", "round"),
 )
