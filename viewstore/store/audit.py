@@ -60,9 +60,10 @@ def verify(
         report.conversations.append(anchors.missing(conn, key, against))
     if everything:  # a base state written before its conversation's first event
         for key in base_state.without_conversation(conn):
-            found = base_state.problems(conn, key)
-            if found:
-                report.conversations.append(ConversationReport(key, 0, problems=found))
+            alone = ConversationReport(conversation_id=key, version=0)
+            base_state.check(conn, key, alone)
+            if not alone.ok:
+                report.conversations.append(alone)
     return report
 
 
@@ -75,7 +76,7 @@ def verify_conversation(
     conv = reads.conversation_row(conn, key)
     links, readable = fork_links.check(conn, conv)
     report = ConversationReport(conversation_id=key, version=conv.version, problems=links)
-    report.problems.extend(base_state.problems(conn, key))
+    base_state.check(conn, key, report)
     if not readable:
         return report
     stored = derived.log_rows(conn, conv)

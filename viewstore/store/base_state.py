@@ -9,11 +9,12 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from viewstore.errors import ConcurrencyError, DamagedBaseStateError, InvalidArgumentError
 from viewstore.store import rows
+from viewstore.store.records import ConversationReport
 from viewstore.store.schema import base_states, conversations
 
 
@@ -130,18 +131,39 @@ def load(conn: Connection, conversation_id: str) -> BaseState | None:
     )
 
 
-def problems(conn: Connection, conversation_id: str) -> list[str]:
+def check(conn: Connection, conversation_id: str, report: ConversationReport) -> None:
     """``verify``'s finding on the conversation's stored base state: what ``load`` would
-    refuse, as a problem instead of an error."""
+    refuse, as a problem instead of an error; a note where this role may not read it."""
+    if not readable(conn):
+        report.notes.append(f"its base state was not checked: {_UNREADABLE}")
+        return
     query = select(base_states.c.payload).where(base_states.c.conversation_id == conversation_id)
     payload = conn.execute(query).scalar()
     reason = None if payload is None else damage(payload)
-    return [] if reason is None else [f"its stored base state is damaged: {reason}"]
+    if reason is not None:
+        report.problems.append(f"its stored base state is damaged: {reason}")
+
+
+_UNREADABLE = "this database role may not read base_states"
+
+
+def readable(conn: Connection) -> bool:
+    """Whether this connection's role may read ``base_states``. The database's reader role,
+    which the web viewer runs verify as, may not: it reads the viewer's tables, and a base
+    state holds the agent's settings (migrations 0009 and 0010)."""
+    if conn.dialect.name != "postgresql":
+        return True
+    # Resolved through the connection's search_path, as the store's own statements are.
+    query = text("SELECT has_table_privilege('base_states', 'SELECT')")
+    return bool(conn.execute(query).scalar())
 
 
 def without_conversation(conn: Connection) -> list[str]:
     """Ids of base states written before their conversation's first event (no conversation
-    row): ``verify`` of the whole store checks them too."""
+    row): ``verify`` of the whole store checks them too (none where ``base_states`` cannot
+    be read)."""
+    if not readable(conn):
+        return []
     query = (
         select(base_states.c.conversation_id)
         .where(
