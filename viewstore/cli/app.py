@@ -64,17 +64,9 @@ class Context:
     @property
     def store(self) -> EventStore:
         if self._store is None:
-            from sqlalchemy.exc import ArgumentError, NoSuchModuleError  # noqa: PLC0415
-
             from viewstore.store import EventStore  # noqa: PLC0415 - start-up time
 
-            try:
-                _refuse_to_create(self.url)
-                self._store = EventStore(self.url, schema=self.schema)
-            except ViewstoreError:
-                raise  # says what is wrong in its own words, without echoing a password
-            except (ArgumentError, NoSuchModuleError, ValueError) as error:
-                raise UserError(f"bad database URL {self.url!r}: {error}") from error
+            self._store = open_url(self.url, lambda url: EventStore(url, schema=self.schema))
         return self._store
 
     def close(self) -> None:
@@ -85,8 +77,26 @@ class Context:
         click.echo(json.dumps(value, ensure_ascii=False, indent=2))
 
 
-#: The commands that may create a SQLite database file; every other one only reads a store.
+#: The commands that may create a SQLite database file; every other one needs a store there.
 CREATING_COMMANDS = frozenset({"init", "demo", "append", "import"})
+
+T = TypeVar("T")
+
+
+def open_url(url: str, opener: Callable[[str], T]) -> T:
+    """``opener(url)`` as every command opens its database: a missing SQLite file refused
+    before SQLite would create it (unless the command is one that creates a store), a URL
+    that cannot be parsed or whose driver is missing reported as a bad URL in one line.
+    ``Context.store`` and ``serve`` (which opens its own read-only store) both come here."""
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError  # noqa: PLC0415 - start-up
+
+    try:
+        _refuse_to_create(url)
+        return opener(url)
+    except ViewstoreError:
+        raise  # says what is wrong in its own words, without echoing a password
+    except (ArgumentError, NoSuchModuleError, ValueError) as error:
+        raise UserError(f"bad database URL {url!r}: {error}") from error
 
 
 def _refuse_to_create(url: str) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from viewstore.cli.app import Context, UserError, cli, pass_state
+from viewstore.cli.app import Context, UserError, cli, open_url, pass_state
 
 
 @cli.command()
@@ -37,8 +37,7 @@ def serve(state: Context, serve_url: str | None, host: str, port: int) -> None:
         raise UserError(
             f"the web viewer needs the 'web' extra: pip install 'viewstore[web]' ({error})"
         ) from error
-    url = serve_url or state.url
-    app = create_app(url)
+    app = open_url(serve_url or state.url, create_app)
     app.state.store.conversations()  # a bad URL or a missing schema fails here, in one line
     click.echo(f"viewstore viewer on http://{host}:{port}/ (read-only)", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")
