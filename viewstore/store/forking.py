@@ -32,23 +32,43 @@ from viewstore.view import IndexTracker
 
 
 def fork(conn: Connection, source: str, at_seq: int, new_id: str, now: datetime) -> None:
-    """Create ``new_id`` as a fork of ``source`` right after its event ``at_seq``."""
-    row = rows.lock_conversation(conn, source)  # an erase of the source waits for us
-    if row is None:
+    """Create ``new_id`` as a fork of ``source`` right after its event ``at_seq``.
+
+    What is copied are the rows of the conversation that holds event ``at_seq`` itself (the
+    source, or for a seq inside the source's shared prefix one of its ancestors): that one,
+    the *owner*, is the conversation locked, as an append to it locks it. So an append to the
+    owner cannot move its rows between the read of its version and the copy, and a
+    redaction, which locks the owner of the event and then every conversation sharing it
+    (``redaction.lock_holders``), either finds this fork once it has committed or is
+    waited for and leaves its rows redacted before they are copied. Locking ``source``
+    instead, when it is not the owner, left both races open (issue 26). Ancestors are
+    locked before descendants everywhere, so these locks cannot deadlock with a redaction's.
+    """
+    named = _row(conn, source)
+    if named is None:
         erasure.refuse_if_erased(conn, source)
         raise ConversationNotFoundError(source)
-    if not 1 <= at_seq <= row.version:
+    # A version only grows, so a seq valid now stays valid; the lineage links never change.
+    if not 1 <= at_seq <= named.version:
         raise InvalidArgumentError(
-            f"at_seq must be a seq of {source!r}, from 1 to {row.version}, got {at_seq}"
+            f"at_seq must be a seq of {source!r}, from 1 to {named.version}, got {at_seq}"
         )
     if reads.lineage_row_or_none(conn, new_id) is not None:
         raise ConversationExistsError(new_id)
     erasure.refuse_if_erased(conn, new_id)
-    family = row.family_id or row.id
     # Fork from the conversation that holds event ``at_seq`` itself, so a lineage never has
     # an empty segment and a fork of a fork reads no more sources than it must.
-    while row.forked_from is not None and at_seq <= row.fork_seq:
-        row = reads.conversation_row(conn, row.forked_from)
+    owner_id = source
+    while named.forked_from is not None and at_seq <= named.fork_seq:
+        owner_id = named.forked_from
+        named = _row(conn, owner_id)
+        if named is None:  # a source with forks is never erased: this is damage
+            raise ConversationNotFoundError(owner_id)
+    row = rows.lock_conversation(conn, owner_id)
+    if row is None:  # erased since it was read: the owner had no forks then
+        erasure.refuse_if_erased(conn, source)
+        raise ConversationNotFoundError(source)
+    family = row.family_id or row.id
     owner = row.id
     latest = at_seq == row.version
     # Where the fork is the source's present, its row's carried state is the fork's; else the
@@ -83,6 +103,10 @@ def fork(conn: Connection, source: str, at_seq: int, new_id: str, now: datetime)
         # index, where the source's rows alive at ``at_seq`` take a scan of its history.
         tracker, _ = IndexTracker.scan(rows.load_current_view(conn, new_id))
         rows.save_state(conn, new_id, replace(state, tracker=tracker.state()), last_hash, now)
+
+
+def _row(conn: Connection, conversation_id: str) -> Any:
+    return conn.execute(select(conversations).where(conversations.c.id == conversation_id)).first()
 
 
 def _provisional(conn: Connection, row: Any, at_seq: int) -> tuple[ProjectionState, str]:

@@ -63,10 +63,11 @@ class _Located:
     hash: str
 
 
-def _locate(conn: Connection, key: str, event_id: str) -> _Located:
-    row = reads.conversation_row(conn, key)
-    for segment in reversed(lineage.segments(conn, row)):
-        query = select(events.c.seq, events.c.payload, events.c.hash).where(
+def _locate(conn: Connection, named: Any, event_id: str) -> tuple[str, int]:
+    """The conversation whose log row holds ``event_id`` of ``named``'s lineage, and its seq
+    (neither can change: a lineage's links and a log's seqs are fixed)."""
+    for segment in reversed(lineage.segments(conn, named)):
+        query = select(events.c.seq).where(
             events.c.conversation_id == segment.conversation_id,
             events.c.event_id == event_id,
             events.c.seq > segment.after,
@@ -75,8 +76,16 @@ def _locate(conn: Connection, key: str, event_id: str) -> _Located:
             query = query.where(events.c.seq <= segment.upto)
         found = conn.execute(query).first()
         if found is not None:
-            return _Located(segment.conversation_id, found.seq, found.payload, found.hash)
-    raise InvalidArgumentError(f"conversation {key!r} has no event {event_id!r}")
+            return segment.conversation_id, int(found.seq)
+    raise InvalidArgumentError(f"conversation {named.id!r} has no event {event_id!r}")
+
+
+def _read(conn: Connection, owner: str, seq: int) -> _Located:
+    query = select(events.c.payload, events.c.hash).where(
+        events.c.conversation_id == owner, events.c.seq == seq
+    )
+    found = conn.execute(query).one()
+    return _Located(owner, seq, found.payload, found.hash)
 
 
 def redact(
@@ -89,14 +98,23 @@ def redact(
     now: datetime,
     chain_key: bytes | None,
 ) -> Redaction:
-    """Redact the event in the caller's transaction; the conversation holding the event is
-    locked first, as an append locks it."""
-    if rows.lock_conversation(conn, key) is None:
+    """Redact the event in the caller's transaction.
+
+    Locks are taken ancestors first: the conversation whose log holds the event, then every
+    conversation sharing it (``lock_holders``), as a fork locks the conversation it copies
+    from. So no fork can copy the event's rows while they are being redacted, and a fork
+    that committed first is found and redacted too. The event is read only once it is
+    locked: a redaction of it that committed meanwhile is then seen."""
+    named = reads.lineage_row_or_none(conn, key)
+    if named is None:
         erasure.refuse_if_erased(conn, key)
         raise ConversationNotFoundError(key)
-    at = _locate(conn, key, event_id)
-    if at.owner != key:
-        rows.lock_conversation(conn, at.owner)
+    owner, seq = _locate(conn, named, event_id)
+    holders = lock_holders(conn, owner, seq)
+    if not holders:  # the owner was erased after it was read (it had no forks then)
+        erasure.refuse_if_erased(conn, key)
+        raise ConversationNotFoundError(key)
+    at = _read(conn, owner, seq)
     earlier = records_of(conn, at.owner, at.seq)
     previous = _previous_hash(conn, at.owner, at.seq)
     checkable = _check_link(at, event_id, previous, earlier, chain_key)
@@ -128,7 +146,7 @@ def redact(
         .where(events.c.conversation_id == at.owner, events.c.seq == at.seq)
         .values(payload=payload)
     )
-    _redact_copies(conn, at, event_id, parse_event(payload))
+    _redact_copies(conn, at, event_id, parse_event(payload), holders)
     return to_record(values)
 
 
@@ -194,10 +212,11 @@ def _refuse_uncheckable(at: _Located, event_id: str, chain_key: bytes | None) ->
         )
 
 
-def _redact_copies(conn: Connection, at: _Located, event_id: str, event: Event) -> None:
+def _redact_copies(
+    conn: Connection, at: _Located, event_id: str, event: Event, holders: Sequence[str]
+) -> None:
     """Every copy the store keeps: the view rows of the conversation and of every fork that
-    shares the event, and for a condensation its summary."""
-    holders = [at.owner, *_sharing_forks(conn, at.owner, at.seq)]
+    shares the event (``holders``), and for a condensation its summary."""
     for holder in holders:
         conn.execute(
             update(view_entries)
@@ -230,16 +249,26 @@ def _redact_copies(conn: Connection, at: _Located, event_id: str, event: Event) 
             )
 
 
-def _sharing_forks(conn: Connection, owner: str, seq: int) -> list[str]:
-    """The forks (and their forks) whose shared prefix holds seq ``seq`` of ``owner``."""
-    found: list[str] = []
+def lock_holders(conn: Connection, owner: str, seq: int) -> list[str]:
+    """Lock ``owner`` and every conversation sharing its seq ``seq`` (its forks at or after
+    it, and all their forks), and return them; empty if ``owner`` is gone.
+
+    Level by level, each level in id order, and each level's forks looked up only once their
+    source is locked: a fork of a locked conversation cannot commit until the lock is
+    released, so none is missed. Every transaction that locks several conversations of a
+    family takes them in this order (depth, then id), so they cannot deadlock."""
+    if rows.lock_conversation(conn, owner) is None:
+        return []
+    found = [owner]
     query = select(conversations.c.id).where(
         conversations.c.forked_from == owner, conversations.c.fork_seq >= seq
     )
-    frontier = [row.id for row in conn.execute(query)]
+    frontier = sorted(row.id for row in conn.execute(query))
     while frontier:
-        found.extend(frontier)
-        frontier = [child for parent in frontier for child in erasure.forks_of(conn, parent)]
+        # A fork erased while this waited for its lock is simply not a holder any more.
+        locked = [child for child in frontier if rows.lock_conversation(conn, child) is not None]
+        found.extend(locked)
+        frontier = sorted(child for parent in locked for child in erasure.forks_of(conn, parent))
     return found
 
 
