@@ -108,24 +108,31 @@ def raw_engine(url: str) -> Engine:
 
 APPEND_ONLY_MESSAGE = "viewstore: the events table is append-only"  # migration 0001
 SQLITE_TRIGGERS = ["events_append_only_update", "events_append_only_delete"]
+SET_ONCE_TRIGGER = "conversations_set_once"  # migration 0015
 
 
 @contextmanager
 def guard_off(conn: Connection) -> Iterator[None]:
-    """Switch the append-only guard off the way the database owner can (PostgreSQL:
-    ``ALTER TABLE events DISABLE TRIGGER USER``; SQLite: ``DROP TRIGGER``), and back on (SQLite:
-    the triggers are recreated from their stored SQL, i.e. the SQL of migration 0001)."""
+    """Switch the guards off the way the database owner can, and back on: the log's
+    append-only guard and (migration 0015) the conversation row's set-once guard.
+    PostgreSQL: ``ALTER TABLE ... DISABLE TRIGGER``; SQLite: ``DROP TRIGGER``, the triggers
+    recreated afterwards from their stored SQL."""
     if conn.dialect.name == "postgresql":
         conn.execute(text("ALTER TABLE events DISABLE TRIGGER USER"))
+        conn.execute(text("ALTER TABLE conversations DISABLE TRIGGER conversations_set_once"))
         yield
+        conn.execute(text("ALTER TABLE conversations ENABLE TRIGGER conversations_set_once"))
         conn.execute(text("ALTER TABLE events ENABLE TRIGGER USER"))
         return
     stored = conn.execute(
-        text("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'")
+        text(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
+            "AND (tbl_name = 'events' OR name = 'conversations_set_once')"
+        )
     ).all()
-    assert sorted(name for name, _ in stored) == sorted(SQLITE_TRIGGERS)
+    assert sorted(name for name, _ in stored) == sorted([*SQLITE_TRIGGERS, SET_ONCE_TRIGGER])
     for name, sql in stored:
-        assert APPEND_ONLY_MESSAGE in sql
+        assert APPEND_ONLY_MESSAGE in sql or name == SET_ONCE_TRIGGER
         conn.execute(text(f"DROP TRIGGER {name}"))
     yield
     for _, sql in stored:
