@@ -3,7 +3,14 @@ working server is driven by the browser tests)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
+
+from viewstore import EventStore
 
 from ..cli._helpers import failed_with_one_line, run_viewstore
 
@@ -21,3 +28,23 @@ def test_serve_refuses_a_database_it_does_not_run_on(tmp_path: Path) -> None:
 def test_serve_rejects_a_bad_port() -> None:
     done = run_viewstore("sqlite:///x.db", "serve", "--port", "70000")
     assert done.returncode == 2 and "Traceback" not in done.stderr
+
+
+@pytest.mark.postgres
+def test_serve_reads_the_store_in_the_schema_given(fresh_pg_url: str) -> None:
+    """``viewstore --schema S serve`` serves the store kept in schema ``S`` (it once ignored
+    ``--schema`` and reported a missing store)."""
+    with EventStore(fresh_pg_url, schema="team_a") as store:
+        store.create_schema()
+        store.append("c", [{"kind": "MessageEvent", "id": "m1", "source": "user"}])
+    script = Path(sys.executable).parent / "viewstore"
+    env = {k: v for k, v in os.environ.items() if k != "VIEWSTORE_URL"}
+    command = [str(script), "--url", fresh_pg_url, "--schema", "team_a", "serve", "--port", "0"]
+    with subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True) as server:
+        try:
+            assert server.stderr is not None
+            first = server.stderr.readline()  # the startup line, or the one-line error
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    assert first.startswith("viewstore viewer on http://"), first

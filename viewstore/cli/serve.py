@@ -37,7 +37,7 @@ def serve(state: Context, serve_url: str | None, host: str, port: int) -> None:
         raise UserError(
             f"the web viewer needs the 'web' extra: pip install 'viewstore[web]' ({error})"
         ) from error
-    app = open_url(serve_url or state.url, create_app)
+    app = open_url(serve_url or state.url, lambda url: create_app(url, schema=state.schema))
     app.state.store.conversations()  # a bad URL or a missing schema fails here, in one line
     click.echo(f"viewstore viewer on http://{host}:{port}/ (read-only)", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")

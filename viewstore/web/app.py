@@ -43,10 +43,11 @@ def templates() -> Jinja2Templates:
     return Jinja2Templates(env=env)
 
 
-def create_app(store: EventStore | str) -> Starlette:
-    """The viewer over ``store`` (a URL: opened read-only, and closed with the app)."""
+def create_app(store: EventStore | str, *, schema: str | None = None) -> Starlette:
+    """The viewer over ``store`` (a URL: opened read-only, in PostgreSQL schema ``schema``
+    if given, and closed with the app)."""
     owned = isinstance(store, str)
-    reader = read_only_store(store) if isinstance(store, str) else store
+    reader = read_only_store(store, schema) if isinstance(store, str) else store
     app = Starlette(
         routes=[
             Mount("/api", routes=api.routes()),

@@ -15,12 +15,12 @@ from viewstore.store import EventStore
 from viewstore.store.engine import create_engine_for, normalize_url
 
 
-def read_only_engine(url: str) -> Engine:
+def read_only_engine(url: str, schema: str | None = None) -> Engine:
     if normalize_url(url).get_backend_name() == "postgresql":
         return create_engine_for(
-            url, connect_args={"options": "-c default_transaction_read_only=on"}
+            url, schema=schema, connect_args={"options": "-c default_transaction_read_only=on"}
         )
-    engine = create_engine_for(url)
+    engine = create_engine_for(url, schema=schema)
 
     # Registered after the store's own connect hook, which sets the journal mode first.
     @event.listens_for(engine, "connect")
@@ -34,8 +34,8 @@ def read_only_engine(url: str) -> Engine:
     return engine
 
 
-def read_only_store(url: str) -> EventStore:
-    return EventStore(read_only_engine(url))
+def read_only_store(url: str, schema: str | None = None) -> EventStore:
+    return EventStore(read_only_engine(url, schema), schema=schema)
 
 
 #: The tables the viewer reads. On PostgreSQL the database's reader role
