@@ -2,7 +2,7 @@
 
 ``ViewstoreFileStore`` is the SDK's ``FileStore`` over an ``EventStore``;
 ``open_conversation`` builds a ``LocalConversation`` that persists into the store and resumes
-from it. Needs openhands-sdk 1.57 (Python 3.12 or newer).
+from it. Needs openhands-sdk 1.57 or 1.58 (Python 3.12 or newer).
 """
 
 from viewstore.openhands.conversation import open_conversation

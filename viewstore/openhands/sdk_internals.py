@@ -1,7 +1,8 @@
 """Everything viewstore.openhands relies on that the OpenHands SDK does not promise.
 
-Pinned to openhands-sdk 1.57 (``viewstore[openhands]``) and tested against it by
-tests/openhands/test_sdk_internals.py. Keep every such dependency in this module:
+Checked against openhands-sdk 1.57 and 1.58 (``SUPPORTED``; ``viewstore[openhands]`` allows
+exactly those) by tests/openhands/test_sdk_internals.py, run once per release in CI. Keep
+every such dependency in this module:
 
 - the persistence layout of ``EventLog``: the ``events`` folder, the event file name pattern
   and the regular expression its scan accepts, the ``base_state.json`` name, the lock file
@@ -45,11 +46,16 @@ from openhands.sdk.conversation.state import ConversationState
 from openhands.sdk.event.base import Event as SdkEvent
 from pydantic import PrivateAttr
 
-SUPPORTED = "1.57"
+#: The SDK releases this module was checked against, each by the whole of tests/openhands
+#: (CI runs it once per release: .ci/run); the extra's range in pyproject.toml is theirs.
+SUPPORTED = ("1.57", "1.58")
+SUPPORTED_RANGE = ">=1.57,<1.59"
 SDK_VERSION = version("openhands-sdk")
-if not SDK_VERSION.startswith(SUPPORTED + "."):  # pragma: no cover - the extra pins it
+if SDK_VERSION.rpartition(".")[0] not in SUPPORTED:  # pragma: no cover - the extra pins it
     raise ImportError(
-        f"viewstore.openhands supports openhands-sdk {SUPPORTED}.x, found {SDK_VERSION}"
+        f"viewstore.openhands supports openhands-sdk {SUPPORTED_RANGE} "
+        f"({', '.join(v + '.x' for v in SUPPORTED)}), found {SDK_VERSION}: "
+        f"pip install 'openhands-sdk{SUPPORTED_RANGE}'"
     )
 
 BASE_STATE: str = _const.BASE_STATE
