@@ -253,32 +253,26 @@ def lock_holders(conn: Connection, owner: str, seq: int) -> list[str]:
     """Lock ``owner`` and every conversation sharing its seq ``seq`` (its forks at or after
     it, and all their forks), and return them; empty if ``owner`` is gone.
 
-    Level by level, one statement a level locking its rows in id order, and each level's
-    forks looked up only once their source is locked: a fork of a locked conversation cannot
-    commit until the lock is released, so none is missed. Every transaction that locks
-    several conversations of a family takes them in this order (depth, then id), so they
-    cannot deadlock."""
+    Level by level, each level in id order, and each level's forks looked up only once their
+    source is locked: a fork of a locked conversation cannot commit until the lock is
+    released, so none is missed. Every transaction that locks several conversations of a
+    family takes them in this order (depth, then id), so they cannot deadlock. One statement
+    per conversation, not one per level: every statement names a single conversation, so that
+    it stays a single-shard statement on a store sharded by conversation
+    (docs/distribution.md; tests/store/test_distribution_key.py)."""
     if rows.lock_conversation(conn, owner) is None:
         return []
     found = [owner]
-    children = select(conversations.c.id).where(
+    query = select(conversations.c.id).where(
         conversations.c.forked_from == owner, conversations.c.fork_seq >= seq
     )
-    while frontier := [row.id for row in conn.execute(children)]:
+    frontier = sorted(row.id for row in conn.execute(query))
+    while frontier:
         # A fork erased while this waited for its lock is simply not a holder any more.
-        locked = [row.id for row in conn.execute(_lock_level(conn, frontier))]
+        locked = [child for child in frontier if rows.lock_conversation(conn, child) is not None]
         found.extend(locked)
-        children = select(conversations.c.id).where(conversations.c.forked_from.in_(locked))
+        frontier = sorted(child for parent in locked for child in erasure.forks_of(conn, parent))
     return found
-
-
-def _lock_level(conn: Connection, ids: list[str]) -> Any:
-    # The rows are sorted before they are locked (PostgreSQL locks above the sort), so the
-    # locks are taken in id order. SQLite's write transaction already excludes every writer.
-    query = (
-        select(conversations.c.id).where(conversations.c.id.in_(ids)).order_by(conversations.c.id)
-    )
-    return query.with_for_update() if conn.dialect.name == "postgresql" else query
 
 
 # -- the records ----------------------------------------------------------------------------
