@@ -276,6 +276,12 @@ def aware(value: datetime) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
+def exists(conn: Connection, conversation_id: str) -> bool:
+    """Whether the conversation has a row (one primary-key lookup)."""
+    query = select(conversations.c.id).where(conversations.c.id == conversation_id)
+    return conn.execute(query).first() is not None
+
+
 def conversation_ids(conn: Connection) -> list[str]:
     return [row.id for row in conn.execute(select(conversations.c.id).order_by(conversations.c.id))]
 
