@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from viewstore.store import (
         AppendResult,
         ConversationInfo,
+        ConversationPage,
         EventStore,
         ForkOrigin,
         Redaction,
@@ -74,6 +75,7 @@ _WHERE = {
     "ChainMismatchError": _ERRORS,
     "ConcurrencyError": _ERRORS,
     "ConversationInfo": _STORE,
+    "ConversationPage": _STORE,
     "ConversationErasedError": _ERRORS,
     "ConversationExistsError": _ERRORS,
     "ConversationHasForksError": _ERRORS,
@@ -123,6 +125,7 @@ __all__ = [  # every name of _WHERE, and the version
     "ConversationHasForksError",
     "ConversationInfo",
     "ConversationNotFoundError",
+    "ConversationPage",
     "DamagedBaseStateError",
     "DatabaseNotFoundError",
     "DuplicateEventError",

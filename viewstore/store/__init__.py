@@ -1,6 +1,6 @@
 """The SQL store: schema, engines per dialect, and the EventStore that owns every transaction."""
 
-from viewstore.store.catalogue import ConversationInfo
+from viewstore.store.catalogue import ConversationInfo, ConversationPage
 from viewstore.store.event_store import EventStore
 from viewstore.store.records import (
     AppendResult,
@@ -19,6 +19,7 @@ __all__ = [
     "AppendResult",
     "CondensationRecord",
     "ConversationInfo",
+    "ConversationPage",
     "ConversationReport",
     "EventStore",
     "ForkOrigin",

@@ -9,6 +9,7 @@ from datetime import datetime
 from viewstore.store import overview, reads
 from viewstore.store.catalogue import (
     ConversationInfo,
+    ConversationPage,
     Order,
     check_options,
     count_catalogue,
@@ -30,6 +31,7 @@ class Browsing(StoreCore):
         updated_since: datetime | None = None,
         min_view_length: int | None = None,
         search: str = "",
+        after: str | None = None,
     ) -> list[ConversationInfo]:
         """The catalogue: one :class:`ConversationInfo` per conversation (id, times, version,
         view length, request flag, last event kind), read from the conversation rows alone.
@@ -40,14 +42,22 @@ class Browsing(StoreCore):
         appended to at or after it, ``min_view_length`` those whose live view holds at least
         that many events; ``search`` those whose id contains that text. How many match:
         :meth:`conversation_count`; only the ids: :meth:`conversation_ids`.
+
+        ``after``: a keyset cursor (``ConversationInfo.cursor(order_by, descending)`` of the
+        last row of the previous page, or :meth:`conversation_page`'s ``next_cursor``): only
+        the rows after it in this order. A deep page costs what the first does, where
+        ``offset`` reads every row it skips. ``InvalidArgumentError`` if it is not a cursor
+        of this order and direction.
         """
-        check_options(
+        cursor = check_options(
             search=search,
             order_by=order_by,
             limit=limit,
             offset=offset,
             updated_since=updated_since,
             min_view_length=min_view_length,
+            descending=descending,
+            after=after,
         )
         with self._read() as conn:
             return read_catalogue(
@@ -59,7 +69,37 @@ class Browsing(StoreCore):
                 offset=offset,
                 updated_since=updated_since,
                 min_view_length=min_view_length,
+                after=cursor,
             )
+
+    def conversation_page(
+        self,
+        *,
+        order_by: Order = "id",
+        descending: bool = False,
+        limit: int = 50,
+        after: str | None = None,
+        updated_since: datetime | None = None,
+        min_view_length: int | None = None,
+        search: str = "",
+    ) -> ConversationPage:
+        """One page of :meth:`conversations` (same options) and the cursor of the next one:
+        ``conversation_page(..., after=page.next_cursor)`` until ``next_cursor`` is None."""
+        found = self.conversations(
+            order_by=order_by,
+            descending=descending,
+            limit=limit + 1 if isinstance(limit, int) and not isinstance(limit, bool) else limit,
+            after=after,
+            updated_since=updated_since,
+            min_view_length=min_view_length,
+            search=search,
+        )
+        if len(found) <= limit:
+            return ConversationPage(conversations=found, next_cursor=None)
+        page = found[:limit]
+        return ConversationPage(
+            conversations=page, next_cursor=page[-1].cursor(order_by, descending)
+        )
 
     def conversation_ids(self) -> list[str]:
         """Every conversation id, sorted (what ``conversations()`` returned before the

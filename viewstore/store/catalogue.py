@@ -4,15 +4,26 @@ Everything a list of conversations shows is kept on the ``conversations`` row by
 (version, view length, request flag, times); the last event's kind is one primary-key lookup
 in the log (its seq is the version). Listing a store therefore never reads a view or scans a
 log, whatever the conversations' sizes.
+
+Every order is served by an index of ``conversations`` that ends in ``id`` (the primary key for
+``id``, ``ix_conversations_<order>_id`` for the others, revision 0017), read forwards or
+backwards: a page reads its own rows, not the catalogue. Keyset paging: a cursor carries the
+order, its direction and the last row's (value, id); the next page is the rows strictly after
+that pair in the order, ``WHERE (column, id) > (value, id)`` (``<`` descending), one range read
+of the same index however deep the page. Rows appended or moved meanwhile are seen or not
+according to where they now sort, never twice in one order unless they moved past the cursor.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
-from sqlalchemy import Connection, and_, func, select
+from sqlalchemy import Connection, and_, func, select, tuple_
 
 from viewstore.errors import InvalidArgumentError
 from viewstore.store.reads import aware, comparable
@@ -53,6 +64,96 @@ class ConversationInfo:
             "last_event_kind": self.last_event_kind,
         }
 
+    def cursor(self, order_by: Order = "id", descending: bool = False) -> str:
+        """The keyset cursor of this row in that order: ``conversations(order_by=order_by,
+        descending=descending, after=cursor)`` lists the rows that come after it."""
+        check_options(order_by=order_by)
+        value: int | str | None
+        if order_by == "id":
+            value = None
+        elif order_by in ("created_at", "updated_at"):
+            value = getattr(self, order_by).astimezone(UTC).isoformat()
+        else:
+            value = int(getattr(self, order_by))
+        text = json.dumps([order_by, bool(descending), value, self.id], separators=(",", ":"))
+        return CURSOR_PREFIX + base64.urlsafe_b64encode(text.encode("utf-8")).decode().rstrip("=")
+
+
+@dataclass(frozen=True)
+class ConversationPage:
+    """A page of the catalogue (``store.conversation_page()``): its conversations, and the
+    cursor of the next page (None: this is the last one)."""
+
+    conversations: list[ConversationInfo]
+    next_cursor: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "conversations": [record.to_dict() for record in self.conversations],
+            "next_cursor": self.next_cursor,
+        }
+
+
+#: Cursors start with this, so that one of another kind (a feed position, an offset) is named
+#: as such; the rest is URL-safe base64 of ``[order, descending, value, id]`` as JSON.
+CURSOR_PREFIX = "c1."
+MAX_CURSOR = 2048
+
+
+@dataclass(frozen=True)
+class Cursor:
+    order_by: Order
+    descending: bool
+    value: Any  # an aware datetime, an int, or None for the order by id
+    id: str
+
+
+def parse_cursor(cursor: object, order_by: str, descending: bool) -> Cursor:
+    """The cursor ``after`` names, for a listing in ``order_by`` (``descending``);
+    ``InvalidArgumentError`` saying why if it is not one."""
+    if isinstance(cursor, str) and len(cursor) > MAX_CURSOR:
+        raise InvalidArgumentError(
+            f"after must be a cursor returned by the catalogue, got {len(cursor)} characters"
+        )
+    bad = f"after must be a cursor returned by the catalogue, got {cursor!r}"
+    if not isinstance(cursor, str) or not cursor.startswith(CURSOR_PREFIX):
+        raise InvalidArgumentError(bad)
+    body = cursor[len(CURSOR_PREFIX) :]
+    try:
+        raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+        found = json.loads(raw.decode("utf-8"))
+    except (binascii.Error, ValueError) as error:
+        raise InvalidArgumentError(f"{bad} (it does not decode)") from error
+    if not (
+        isinstance(found, list)
+        and len(found) == 4
+        and found[0] in ORDERS
+        and isinstance(found[1], bool)
+        and isinstance(found[3], str)
+    ):
+        raise InvalidArgumentError(f"{bad} (not a catalogue position)")
+    order, desc, value, key = found
+    if order != order_by or desc != bool(descending):
+        raise InvalidArgumentError(
+            f"after is a cursor of the order by {order}{' descending' if desc else ''}, "
+            f"not of the order by {order_by}{' descending' if descending else ''} asked for"
+        )
+    try:
+        if order == "id":
+            if value is not None:
+                raise ValueError("no value")
+        elif order in ("created_at", "updated_at"):
+            if not isinstance(value, str):
+                raise ValueError("not a time")
+            value = datetime.fromisoformat(value)
+            if value.tzinfo is None:
+                raise ValueError("no offset")
+        elif isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError("not an integer")
+    except ValueError as error:
+        raise InvalidArgumentError(f"{bad} (its {order} is not one: {error})") from error
+    return Cursor(order_by=order, descending=desc, value=value, id=key)
+
 
 def check_options(
     *,
@@ -62,7 +163,10 @@ def check_options(
     offset: int = 0,
     updated_since: datetime | None = None,
     min_view_length: int | None = None,
-) -> None:
+    descending: bool = False,
+    after: str | None = None,
+) -> Cursor | None:
+    """Raise ``InvalidArgumentError`` for a bad option; the parsed ``after`` cursor, if any."""
     if not isinstance(search, str):
         raise InvalidArgumentError(f"search must be text, got {search!r}")
     if order_by not in ORDERS:
@@ -82,6 +186,7 @@ def check_options(
         raise InvalidArgumentError(
             f"updated_since must be a timezone-aware datetime, got {updated_since!r}"
         )
+    return None if after is None else parse_cursor(after, order_by, descending)
 
 
 def _filtered(
@@ -123,6 +228,7 @@ def read_catalogue(
     offset: int = 0,
     updated_since: datetime | None = None,
     min_view_length: int | None = None,
+    after: Cursor | None = None,
 ) -> list[ConversationInfo]:
     c = conversations
     query = select(
@@ -136,6 +242,17 @@ def read_catalogue(
     ).outerjoin(events, and_(events.c.conversation_id == c.c.id, events.c.seq == c.c.version))
     query = _filtered(conn, query, search, updated_since, min_view_length)
     column = c.c[order_by]
+    if after is not None:
+        # A row-value comparison: both backends read it as one range of the order's index.
+        if order_by == "id":
+            query = query.where(c.c.id < after.id if descending else c.c.id > after.id)
+        else:
+            value = after.value
+            if isinstance(value, datetime):
+                value = comparable(conn, value)
+            position = tuple_(column, c.c.id)
+            past = (value, after.id)
+            query = query.where(position < past if descending else position > past)
     if descending:
         query = query.order_by(column.desc(), c.c.id.desc())
     else:

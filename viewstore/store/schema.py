@@ -86,6 +86,14 @@ conversations = Table(
     Column("family_id", CONVERSATION_ID, nullable=True),
     PrimaryKeyConstraint("id"),
     Index(None, "forked_from"),
+    # The catalogue's orders (viewstore.store.catalogue), each with id as its tie-breaker so
+    # the order is total and a keyset page starts right after its cursor; read backwards for
+    # a descending order. updated_at also serves updated_since and the inactive scan, and
+    # view_length min_view_length (revision 0017).
+    *(
+        Index(None, column, "id")
+        for column in ("created_at", "updated_at", "version", "view_length")
+    ),
 )
 
 events = Table(
