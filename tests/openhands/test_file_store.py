@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import threading
 import time
 import uuid
 from typing import Any
@@ -144,32 +143,33 @@ def test_markers_other_paths_and_deletes(store: EventStore) -> None:
     assert store.version(CID) == 1
 
 
-_HOLD_LOCK = """
-import sys, time
-from viewstore import EventStore
-store = EventStore(sys.argv[1])
-with store.conversation_lock(sys.argv[2]):
-    print("held", flush=True)
-    time.sleep(float(sys.argv[3]))
-"""
+def test_lock_excludes_the_other_threads_of_the_process(store: EventStore) -> None:
+    # Processes need no lock: each appends at the version its file name gives, so the second
+    # of two is refused (tests/openhands/test_processes.py races two of them).
+    held, release = threading.Event(), threading.Event()
 
+    def holder() -> None:
+        with ViewstoreFileStore(store, CID).lock("events/.eventlog.lock"):
+            held.set()
+            release.wait(10)
 
-def test_lock_excludes_another_process(store: EventStore, db_url: str) -> None:
-    fs = ViewstoreFileStore(store, CID)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLD_LOCK, db_url, CID.hex, "3"], stdout=subprocess.PIPE, text=True
-    )
+    thread = threading.Thread(target=holder)
+    thread.start()
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert held.wait(10)
+        fs = ViewstoreFileStore(store, CID)
         started = time.monotonic()
         with pytest.raises(TimeoutError), fs.lock("events/.eventlog.lock", timeout=0.3):
             pass
         assert time.monotonic() - started >= 0.3
-        with fs.lock("events/.eventlog.lock", timeout=20):  # free once the holder is done
-            assert holder.poll() is not None or time.monotonic() - started < 20
+        other = ViewstoreFileStore(store, uuid.uuid4())
+        with other.lock("events/.eventlog.lock", timeout=0.3):  # another conversation's
+            pass
     finally:
-        holder.kill()
-        holder.wait()
+        release.set()
+        thread.join()
+    with fs.lock("events/.eventlog.lock", timeout=5):  # free once the holder is done
+        pass
 
 
 @pytest.mark.parametrize("ids", ["sdk", "not-hex"])

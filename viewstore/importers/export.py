@@ -20,7 +20,13 @@ from typing import Any
 
 from viewstore.errors import ImportFileError, InvalidArgumentError
 from viewstore.events import STATE_UPDATE_KIND
-from viewstore.importers.openhands import BASE_STATE, EVENT_FILE, EVENTS_DIR, LOCK_FILE
+from viewstore.importers.openhands import (
+    BASE_STATE,
+    EVENT_FILE,
+    EVENTS_DIR,
+    LOCK_FILE,
+    move_head,
+)
 from viewstore.store.inputs import new_conversation_key
 from viewstore.store.records import StoredEvent
 
@@ -53,13 +59,12 @@ def event_file_name(index: int, event_id: str) -> str:
 def stored_base_state(
     conversation_id: str, events: Sequence[StoredEvent], payload: str, at_version: int
 ) -> dict[str, Any]:
-    """A base state kept by viewstore.openhands, with its HEAD moved onto the events its
-    writer had not seen (a writer that died between an event and its base state)."""
+    """A base state kept by viewstore.openhands, with its HEAD moved onto the events it
+    trails (a writer that died between an event and its base state, or a base state the
+    file store did not rewrite because the log implies it)."""
     state: dict[str, Any] = json.loads(payload)
-    if at_version < len(events):
-        head = minimal_base_state(conversation_id, events)
-        state["leaf_event_id"] = head.get("leaf_event_id")
-        state["head_is_empty"] = head["head_is_empty"]
+    for event in events[at_version:]:
+        move_head(state, event.kind, event.event_id, event.payload.get("source"))
     return state
 
 

@@ -23,14 +23,29 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from viewstore.errors import ImportFileError, InvalidEventError
-from viewstore.events import Event, parse_event
+from viewstore.events import STATE_UPDATE_KIND, Event, parse_event
 
 EVENT_FILE = re.compile(r"^event-(\d{5,})-(.+)\.json$")
 EVENTS_DIR = "events"
 BASE_STATE = "base_state.json"
 LOCK_FILE = ".eventlog.lock"
+
+
+def move_head(state: dict[str, Any], kind: str, event_id: str, source: str | None) -> None:
+    """Move a base state's HEAD onto an event appended after it, in place, as the SDK's
+    ``ConversationState.append_event`` and ``LocalConversation`` do: every event but a state
+    update becomes the leaf (and HEAD is no longer empty), and a user message becomes the last
+    user message (docs/openhands.md, "Base state"). A base state that trails its log is brought
+    up to date by replaying this over the events it missed."""
+    if kind == STATE_UPDATE_KIND:
+        return
+    state["leaf_event_id"] = event_id
+    state["head_is_empty"] = False
+    if kind == "MessageEvent" and source == "user":
+        state["last_user_message_id"] = event_id
 
 
 @dataclass(frozen=True)

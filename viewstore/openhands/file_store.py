@@ -10,9 +10,14 @@ file and a length marker. Here each of those maps onto the store:
 - listing ``events/`` is one query of ids; reading event files fetches their payloads in a few
   growing windows (one query serves many files, never one query per file);
 - ``base_state.json`` is a row of its own, refused when written by a process that fell behind
-  (``EventStore.save_base_state``), and caught up on read when its writer died between an
-  event and the base state that follows it (``sdk_internals.catch_up``);
-- the lock file is ``EventStore.conversation_lock``, a lock across processes;
+  (``EventStore.save_base_state``), and caught up on read when it trails the log
+  (``sdk_internals.catch_up``). The SDK rewrites it after every event only to move HEAD onto
+  that event, which the log already says: a base state equal to the stored one with HEAD
+  moved over the events since is not written (at most ``MAX_LAG`` events behind), so a step
+  is one write, the event's (docs/openhands.md, "Base state");
+- the lock file is a lock between the threads of this process. Processes need none: each
+  event is appended at the version its file name gives, so of two processes the second is
+  refused (``ConcurrencyError``) whether or not they take turns;
 - the length marker tells ``EventLog`` whether another process appended since it last looked.
   Here the answer is always "no": if one did, the append's expected version catches it (a
   marker would instead make the SDK resynchronise and write on top, a sibling branch).
@@ -21,21 +26,36 @@ file and a length marker. Here each of those maps onto the store:
 from __future__ import annotations
 
 import builtins
+import json
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from openhands.sdk.context.view import View
 from openhands.sdk.io import FileStore
 
 from viewstore.errors import ConversationNotFoundError, InvalidArgumentError
 from viewstore.events import parse_event
+from viewstore.importers.openhands import move_head
 from viewstore.openhands import sdk_internals as sdk
 from viewstore.store import EventStore
 from viewstore.store.inputs import conversation_key
 
 _FIRST_WINDOW = 256  # events per read query at first; doubles on each later miss
 _MAX_WINDOW = 65_536
+#: Events a base state left unwritten may trail its log by: a read replays them.
+MAX_LAG = 64
+
+_LOCKS: dict[tuple[int, str], threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _thread_lock(store: EventStore, conversation_id: str) -> threading.Lock:
+    # One lock per conversation and store, however many file stores the threads hold.
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault((id(store), conversation_id), threading.Lock())
 
 
 class ViewstoreFileStore(FileStore):
@@ -48,6 +68,10 @@ class ViewstoreFileStore(FileStore):
         self._texts: dict[int, tuple[str, str]] = {}  # index -> (event id, JSON) fetched
         self._window = _FIRST_WINDOW
         self._index: list[tuple[str, str, str | None]] | None = None  # as last listed
+        # The stored base state with HEAD moved over the events written since, and the
+        # version it was stored at; None when unknown (nothing written by us since a listing).
+        self._implied: dict[str, Any] | None = None
+        self._stored_at = 0
 
     @property
     def seen_version(self) -> int:
@@ -59,7 +83,7 @@ class ViewstoreFileStore(FileStore):
     def write(self, path: str, contents: str | bytes) -> None:
         name = _relative(path)
         if name == sdk.BASE_STATE:
-            self.store.save_base_state(self.conversation_id, contents, at_version=self._seen)
+            self._write_base_state(contents)
             return
         folder, _, file = name.rpartition("/")
         if folder == sdk.EVENTS_DIR and sdk.MARKER_RE.match(file):
@@ -77,6 +101,8 @@ class ViewstoreFileStore(FileStore):
             raise InvalidArgumentError(f"event file {path!r} holds event {event.id!r}")
         self.store.append(self.conversation_id, event, expected_version=index)
         self._seen = max(self._seen, index + 1)
+        if self._implied is not None:
+            move_head(self._implied, event.kind, event.id, event.source)
 
     def read(self, path: str) -> str:
         name = _relative(path)
@@ -136,8 +162,13 @@ class ViewstoreFileStore(FileStore):
 
     @contextmanager
     def lock(self, path: str, timeout: float = 30.0) -> Iterator[None]:
-        with self.store.conversation_lock(self.conversation_id, timeout=timeout):
+        lock = _thread_lock(self.store, self.conversation_id)
+        if not lock.acquire(timeout=max(timeout, 0.0)):
+            raise TimeoutError(f"lock {path!r} of {self.conversation_id!r} not acquired in time")
+        try:
             yield
+        finally:
+            lock.release()
 
     # -- resume at the cost of the view ---------------------------------------------------
 
@@ -165,9 +196,21 @@ class ViewstoreFileStore(FileStore):
 
     # -- helpers ------------------------------------------------------------------------
 
+    def _write_base_state(self, contents: str | bytes) -> None:
+        try:
+            state = json.loads(contents)
+        except ValueError:
+            state = None  # the store refuses it with the reason
+        if state is not None and state == self._implied and self._seen - self._stored_at <= MAX_LAG:
+            return
+        self.store.save_base_state(self.conversation_id, contents, at_version=self._seen)
+        self._implied = state if isinstance(state, dict) else None
+        self._stored_at = self._seen
+
     def _list_ids(self) -> builtins.list[str]:
         self._index = self.store.log_index(self.conversation_id)
         self._seen = len(self._index)
+        self._implied = None  # another process may have written since
         return [event_id for event_id, _, _ in self._index]
 
     def _event_file_exists(self, file: str) -> bool:

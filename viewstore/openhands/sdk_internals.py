@@ -10,7 +10,8 @@ every such dependency in this module:
   ``openhands.sdk.conversation.event_store``);
 - how ``ConversationState.append_event`` moves HEAD: every event except a
   ``ConversationStateUpdateEvent`` becomes ``leaf_event_id`` (and clears ``head_is_empty``),
-  and ``LocalConversation`` records a user ``MessageEvent`` as ``last_user_message_id``;
+  and ``LocalConversation`` records a user ``MessageEvent`` as ``last_user_message_id``
+  (``viewstore.importers.openhands.move_head``, pure, so that export applies it too);
   ``catch_up`` replays that onto a base state that missed the last events;
 - resuming at the cost of the view: ``ConversationState.create`` calls ``rebuild_view()`` on a
   resumed state, which parses the whole active branch. ``install_resume_hook`` wraps that
@@ -45,6 +46,8 @@ from openhands.sdk.conversation import persistence_const as _const
 from openhands.sdk.conversation.state import ConversationState
 from openhands.sdk.event.base import Event as SdkEvent
 from pydantic import PrivateAttr
+
+from viewstore.importers.openhands import move_head
 
 #: The SDK releases this module was checked against, each by the whole of tests/openhands
 #: (CI runs it once per release: .ci/run); the extra's range in pyproject.toml is theirs.
@@ -95,19 +98,14 @@ def event_file_name(index: int, event_id: str) -> str:
 def catch_up(base_state: str, later_events: list[dict[str, Any]]) -> str:
     """The base state as ``ConversationState`` would have saved it after ``later_events``.
 
-    The SDK writes an event, then its base state with the new HEAD; a process that dies in
-    between leaves a base state whose HEAD misses the event, and a resume would then drop it
-    from the active branch and fork the next event off the old HEAD. Replaying the HEAD moves
-    closes that window.
+    The SDK writes an event, then its base state with the new HEAD. A base state that trails
+    its log (its writer died in between, or the file store left it as the log implies it)
+    is brought up to date by replaying the HEAD moves (``move_head``); otherwise a resume would
+    drop the missed events from the active branch and fork the next event off the old HEAD.
     """
     state: dict[str, Any] = json.loads(base_state)
     for event in later_events:
-        if event.get("kind") == STATE_UPDATE_KIND:
-            continue
-        state["leaf_event_id"] = event["id"]
-        state["head_is_empty"] = False
-        if event.get("kind") == "MessageEvent" and event.get("source") == "user":
-            state["last_user_message_id"] = event["id"]
+        move_head(state, str(event.get("kind")), str(event["id"]), event.get("source"))
     return json.dumps(state, ensure_ascii=False)
 
 

@@ -32,8 +32,13 @@ class AdapterMethods(StoreCore):
             raise InvalidArgumentError(
                 f"at_version must be a non-negative integer, got {at_version!r}"
             )
+        now = datetime.now(UTC)
+        with translated():
+            revision = base_state.save_at_once(self.engine, key, text, at_version, now)
+        if revision is not None:
+            return revision
         with self._write() as conn:
-            return base_state.save(conn, key, text, at_version, datetime.now(UTC))
+            return base_state.save(conn, key, text, at_version, now)
 
     def base_state(self, conversation_id: ConversationId) -> BaseState | None:
         """The newest base state with the conversation's version, or None if never written."""

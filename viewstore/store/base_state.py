@@ -1,6 +1,7 @@
 """Row-level SQL for a conversation's base state (the OpenHands SDK's ``base_state.json``).
 
-Like ``rows``, every function takes an open ``Connection`` and never commits.
+Like ``rows``, every function takes an open ``Connection`` and never commits, but
+``save_at_once``, which runs its own single statement on the driver.
 """
 
 from __future__ import annotations
@@ -9,13 +10,14 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, insert, select, text, update
+from sqlalchemy import Connection, Engine, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from viewstore.errors import ConcurrencyError, DamagedBaseStateError, InvalidArgumentError
 from viewstore.store import rows
 from viewstore.store.records import ConversationReport
 from viewstore.store.schema import base_states, conversations
+from viewstore.store.translate import driver_errors
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,62 @@ def save(
         .values(revision=base_states.c.revision + 1, **values)
     )
     return int(current) + 1
+
+
+# The common case of ``save`` in one statement: the conversation exists, at ``at_version``.
+# The guard's row lock orders it against appends as ``save``'s lock does.
+_PG_SAVE = (
+    "WITH guard AS (SELECT id FROM conversations WHERE id = %(c)s AND version = %(at)s "
+    "FOR UPDATE) "
+    "INSERT INTO base_states AS b (conversation_id, revision, at_version, payload, updated_at) "
+    "SELECT %(c)s, 1, %(at)s, %(p)s, %(now)s FROM guard ON CONFLICT (conversation_id) DO "
+    "UPDATE SET revision = b.revision + 1, at_version = excluded.at_version, "
+    "payload = excluded.payload, updated_at = excluded.updated_at "
+    "WHERE b.conversation_id = %(c)s RETURNING revision"  # routable by its conversation
+)
+_SQLITE_SAVE = (
+    "UPDATE base_states SET revision = revision + 1, at_version = :at, payload = :p, "
+    "updated_at = :now WHERE conversation_id = :c "
+    "AND (SELECT version FROM conversations WHERE id = :c) = :at RETURNING revision"
+)
+
+
+def save_at_once(
+    engine: Engine, conversation_id: str, payload: str, at_version: int, now: datetime
+) -> int | None:
+    """``save`` in one round trip where it is the common case (the conversation exists and is
+    at ``at_version``; on SQLite, a base state is stored already): the new revision, or None
+    having written nothing, for ``save`` to settle (a first write, a writer behind).
+
+    It goes to the driver directly, as the append's fast path does: SQLAlchemy's transaction
+    and statements around these few writes cost three times the writes on PostgreSQL.
+    """
+    params = {"c": conversation_id, "at": at_version, "p": payload}
+    with engine.connect() as conn, driver_errors(conn):
+        if engine.dialect.name == "postgresql":
+            driver = conn.connection.driver_connection
+            assert driver is not None
+            driver.autocommit = True
+            try:
+                row = driver.execute(_PG_SAVE, {**params, "now": now}).fetchone()
+            finally:
+                if not driver.closed:
+                    driver.autocommit = False
+            return None if row is None else int(row[0])
+        dbapi = conn.connection.dbapi_connection
+        assert dbapi is not None
+        stamp = base_states.c.updated_at.type.dialect_impl(engine.dialect).bind_processor(
+            engine.dialect
+        )
+        dbapi.execute("BEGIN IMMEDIATE")
+        try:
+            when = now if stamp is None else stamp(now)
+            found = dbapi.execute(_SQLITE_SAVE, {**params, "now": when}).fetchone()
+            dbapi.execute("COMMIT" if found else "ROLLBACK")
+        except BaseException:
+            dbapi.execute("ROLLBACK")
+            raise
+        return None if found is None else int(found[0])
 
 
 def load(conn: Connection, conversation_id: str) -> BaseState | None:
