@@ -45,6 +45,7 @@ def test_list_prints_every_record_with_full_ids(db_url: str) -> None:
         "view_length",
         "unhandled_condensation_request",
         "last_event_kind",
+        "cursor",
     ]
     assert (records[0]["version"], records[0]["view_length"]) == (16, 9)
 
@@ -57,6 +58,37 @@ def test_list_prints_every_record_with_full_ids(db_url: str) -> None:
     bad = run("list", "--updated-since", "yesterday", url=db_url)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "ISO 8601" in bad.stderr
+
+
+def test_list_pages_by_cursor(sqlite_url: str) -> None:
+    with EventStore(sqlite_url) as store:
+        store.create_schema()
+        for i in range(5):
+            store.append(f"c{i}", [{"kind": "MessageEvent", "id": f"m{j}"} for j in range(i + 1)])
+    seen: list[str] = []
+    after: list[str] = []
+    while True:
+        done = run("list", "--order", "version", "--desc", "--limit", "2", *after, url=sqlite_url)
+        assert (done.returncode, done.stderr) == (0, ""), done.stderr
+        seen += [line.split()[1] for line in done.stdout.splitlines() if line.startswith("│ c")]
+        nexts = [line for line in done.stdout.splitlines() if line.startswith("next page: ")]
+        if not nexts:
+            break
+        after = ["--after", nexts[0].split()[-1]]
+    assert seen == ["c4", "c3", "c2", "c1", "c0"]
+    # --json: each record carries its cursor; the last one's is where the next page starts
+    first = json.loads(
+        run("list", "--json", "--order", "version", "--limit", "2", url=sqlite_url).stdout
+    )
+    rest = run(
+        "list", "--json", "--order", "version", "--after", first[-1]["cursor"], url=sqlite_url
+    )
+    assert [r["id"] for r in json.loads(rest.stdout)] == ["c2", "c3", "c4"]
+    # a cursor of another order, or none at all, is one line
+    for cursor in (first[-1]["cursor"], "page-2"):
+        bad = run("list", "--order", "updated", "--after", cursor, url=sqlite_url)
+        assert bad.returncode != 0 and "Traceback" not in bad.stderr
+        assert "after" in error_line(bad)
 
 
 def test_view_and_events_tables_never_cut_an_id(db_url: str) -> None:

@@ -45,6 +45,13 @@ def _moment(text: str) -> datetime:
 @click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=None, help="At most N.")
 @click.option("--offset", type=click.IntRange(min=0), default=0, help="Skip the first N.")
 @click.option(
+    "--after",
+    default=None,
+    metavar="CURSOR",
+    help="Start after this cursor (printed under a page that has a next one, and with every "
+    "--json record), of the same --order and --desc.",
+)
+@click.option(
     "--updated-since",
     default=None,
     metavar="WHEN",
@@ -64,22 +71,34 @@ def list_(  # noqa: PLR0917 (click passes the options positionally by name)
     desc: bool,
     limit: int | None,
     offset: int,
+    after: str | None,
     updated_since: str | None,
     min_view_length: int | None,
     as_json: bool,
 ) -> None:
-    """The conversations: id, times, version, view length, request flag, last event kind."""
+    """The conversations: id, times, version, view length, request flag, last event kind.
+    With --limit, a page: the cursor of the next one is printed under it (pass it as
+    --after; a deep page costs what the first does, where --offset reads what it skips)."""
     since = None if updated_since is None else _moment(updated_since)
     records = state.store.conversations(
         order_by=_ORDERS[order],
         descending=desc,
-        limit=limit,
+        # one more than asked: whether a next page exists
+        limit=None if limit is None else min(limit + 1, MAX_LIMIT),
         offset=offset,
         updated_since=since,
         min_view_length=min_view_length,
+        after=after,
     )
+    more = limit is not None and len(records) > limit
+    records = records[:limit] if limit is not None else records
     if as_json:
-        state.print_json([record.to_dict() for record in records])
+        state.print_json(
+            [
+                {**record.to_dict(), "cursor": record.cursor(_ORDERS[order], desc)}
+                for record in records
+            ]
+        )
         return
     table = Table(title=f"{len(records)} conversation(s)", title_justify="left")
     for name in ("id", "created", "updated", "version", "view", "request", "last event"):
@@ -96,6 +115,8 @@ def list_(  # noqa: PLR0917 (click passes the options positionally by name)
             r.last_event_kind or "",
         )
     print_table(state.out, table)
+    if more:
+        click.echo(f"next page: --after {records[-1].cursor(_ORDERS[order], desc)}")
 
 
 def _print_entry(entry: FeedEntry, as_json: bool) -> None:
