@@ -6,7 +6,8 @@ The PostgreSQL server URL defaults to ``VIEWSTORE_TEST_POSTGRES_URL``; a fresh d
 created on it for the run and dropped afterwards. SQLite runs on a temporary file. Results are
 printed and written to ``benchmarks/results/`` (cli.json, view.json, store-sqlite.json,
 store-postgresql.json, web-sqlite.json, web-postgresql.json, prune-sqlite.json,
-prune-postgresql.json, fork-sqlite.json, fork-postgresql.json, server-append.json,
+prune-postgresql.json, scale-sqlite.json, scale-postgresql.json, fork-sqlite.json,
+fork-postgresql.json, server-append.json,
 partitions.json, and openhands-sqlite.json /
 openhands-postgresql.json where the OpenHands SDK is installed).
 ``--quick`` shrinks every size, for a smoke test of the suite itself: its figures mean nothing.
@@ -31,6 +32,7 @@ from benchmarks import (
     bench_fork,
     bench_partitions,
     bench_prune,
+    bench_scale,
     bench_server_append,
     bench_store,
     bench_view,
@@ -59,6 +61,9 @@ def _openhands(url: str, results: Path, backend: str, quick: bool) -> None:
 
 QUICK_WEB = ["--events", "600", "--repeat", "2"]
 QUICK_PRUNE = ["--conversations", "5", "--events", "20"]
+#: The suite grows a small store; ``python -m benchmarks.bench_scale`` alone goes to 100,000.
+SCALE = ["--stages", "1000,10000", "--repeat", "10"]
+QUICK_SCALE = ["--stages", "30,90", "--repeat", "2"]
 QUICK_FORK = ["--events", "300", "--repeat", "1", "--blocks", "2"]
 QUICK_SERVER_APPEND = ["--blocks", "3", "--block", "5"]
 QUICK_PARTITIONS = ["--blocks", "2", "--block", "5", "--conversations", "2", "--read-size", "200"]
@@ -113,6 +118,16 @@ def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
     bench_prune.main(
         ["--url", prune_db, "--output", str(results / "prune-sqlite.json"), *prune_args]
     )
+    print("\n== a growing store, SQLite", flush=True)
+    bench_scale.main(
+        [
+            "--url",
+            f"sqlite:///{scratch / 'scale.db'}",
+            "--output",
+            str(results / "scale-sqlite.json"),
+        ]
+        + (QUICK_SCALE if quick else SCALE)
+    )
     print("\n== forks, SQLite", flush=True)
     bench_fork.main(
         ["--url", f"sqlite:///{scratch / 'fork.db'}", "--output", str(results / "fork-sqlite.json")]
@@ -134,6 +149,12 @@ def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
     with scratch_postgres(postgres_url) as url:
         bench_prune.main(
             ["--url", url, "--output", str(results / "prune-postgresql.json"), *prune_args]
+        )
+    print("\n== a growing store, PostgreSQL", flush=True)
+    with scratch_postgres(postgres_url) as url:
+        bench_scale.main(
+            ["--url", url, "--output", str(results / "scale-postgresql.json")]
+            + (QUICK_SCALE if quick else SCALE)
         )
     print("\n== forks, PostgreSQL", flush=True)
     with scratch_postgres(postgres_url) as url:

@@ -27,6 +27,9 @@ def test_suite_runs_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     fork = json.loads((tmp_path / "fork-sqlite.json").read_text())
     assert fork["condensed"]["last"]["rows_written"]["events"] == 0
     assert fork["append_ms"]["fork"] > 0
+    scale = json.loads((tmp_path / "scale-sqlite.json").read_text())
+    assert [stage["conversations"] for stage in scale["stages"]] == [30, 90]
+    assert set(scale["ratio_last_first"]) >= {"verify_one", "keyset_page_deep", "view"}
     cli = json.loads((tmp_path / "cli.json").read_text())
     assert cli["ratio_to_bare_interpreter"]["python -c pass"] == 1.0
     assert cli["median_ms"]["viewstore --help"] > 0
@@ -41,3 +44,5 @@ def test_suite_runs_on_postgres(pg_server_url: str, tmp_path: Path) -> None:
     store = json.loads((tmp_path / "store-postgresql.json").read_text())
     assert store["backend"] == "postgresql"
     assert set(store["writers"]) >= {"1", "2", "4"}
+    scale = json.loads((tmp_path / "scale-postgresql.json").read_text())
+    assert scale["backend"] == "postgresql" and scale["median_ms"]["verify_one"][-1] > 0
