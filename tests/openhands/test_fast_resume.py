@@ -1,6 +1,7 @@
-"""Resume at the cost of the view: where the log is one branch and the live view equals the
-resume view, ``open_conversation`` hands the SDK the stored view and indices without reading
-the log's payloads; elsewhere the SDK rebuilds the view itself, as from its own files."""
+"""Resume at the cost of the view: where the log is one branch, ``open_conversation`` hands the
+SDK the resume view and its indices computed from the stored rows, without reading the log's
+payloads, whether or not it equals the live view (tests/openhands/test_resume_from_rows.py
+compares it with the SDK's own resume from files on every stream)."""
 
 from __future__ import annotations
 
@@ -63,7 +64,9 @@ def test_resume_serves_the_stored_view(db_url: str, tmp_path: Path) -> None:
     store.close()
 
 
-def test_resume_falls_back_where_live_and_resume_views_differ(db_url: str, tmp_path: Path) -> None:
+def test_resume_serves_the_resume_view_where_it_differs_from_the_live_view(
+    db_url: str, tmp_path: Path
+) -> None:
     cid = uuid.uuid4()
     run_conversation(db_url, tmp_path / "ws", cid)
     store = EventStore(db_url)
@@ -78,10 +81,14 @@ def test_resume_falls_back_where_live_and_resume_views_differ(db_url: str, tmp_p
     )
     store.append(cid, orphan, expected_version=store.version(cid))
     assert not store.live_equals_resume(cid)
+    statements = payload_reads(store)
     conversation = open_conversation(
         store, make_agent(1, "b"), tmp_path / "ws", cid, visualizer=None
     )
-    assert not isinstance(conversation.state.view, StoredIndicesView)
-    assert sdk_view(conversation)["event_ids"] == store.resume_view(cid).event_ids
-    assert orphan.id in store.view(cid).event_ids
+    assert isinstance(conversation.state.view, StoredIndicesView)
+    resumed = sdk_view(conversation)["event_ids"]
+    assert resumed == store.resume_view(cid).event_ids
+    assert orphan.id in store.view(cid).event_ids and orphan.id not in resumed
+    # The base state trails the log by the orphan: its catch-up reads that one payload.
+    assert len([s for s in statements if "events.payload" in s]) <= 1
     store.close()

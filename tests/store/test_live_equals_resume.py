@@ -1,6 +1,8 @@
-"""``live_equals_resume`` answers, from the view and the stretch of the log around its tool
-events, what comparing the live view with a full ``resume_view()`` (every event parsed and
-enforced against) answers: on every reference vector and on random streams, after every event."""
+"""``resume_view()`` and ``live_equals_resume``, computed from the view rows and the stretch of
+the log around the view's tool events, answer what a full resume answers (``View.from_events``
+over every event of the log, parsed and enforced against): on every reference vector and on
+random streams (cut batches, orphan, duplicate and late observations, condensations inside
+tool loops), after every event, on forks too."""
 
 from __future__ import annotations
 
@@ -15,17 +17,24 @@ from tests.view._helpers import A, C, M, O, S, U, X
 from tests.view.test_hypothesis import streams
 from viewstore import EventStore
 from viewstore.events import Event
+from viewstore.view import View
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
 
 
 def _agrees(store: EventStore, conversation: str) -> bool:
-    live, resume = store.view(conversation), store.resume_view(conversation)
-    same = (live.event_ids, live.manipulation_indices) == (
-        resume.event_ids,
-        resume.manipulation_indices,
+    full = View.from_events([event.payload_json for event in store.events(conversation)])
+    expected = (
+        [event.payload_json for event in full.events],
+        sorted(full.manipulation_indices),
+        full.unhandled_condensation_request,
     )
+    resume = store.resume_view(conversation)
+    got = (resume.payloads, resume.manipulation_indices, resume.unhandled_condensation_request)
+    assert got == expected, (conversation, resume.version)
+    live = store.view(conversation)
+    same = (live.payloads, live.manipulation_indices) == expected[:2]
     assert store.live_equals_resume(conversation) is same, (conversation, live.version)
     return same
 

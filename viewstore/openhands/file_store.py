@@ -173,14 +173,15 @@ class ViewstoreFileStore(FileStore):
     # -- resume at the cost of the view ---------------------------------------------------
 
     def resume_view(self, leaf: str | None, length: int) -> View | None:
-        """The stored live view for the SDK to resume with, when it is what the SDK would
-        compute: the log is one linear branch ending at ``leaf``, unchanged since it was
-        listed, and the live view equals the resume view. Otherwise None (the SDK rebuilds)."""
+        """The view for the SDK to resume with, from the stored rows, when the SDK would
+        compute it from this log: the log is one linear branch ending at ``leaf`` and
+        unchanged since it was listed. Otherwise None (the SDK rebuilds it)."""
         index = self._index
         if not index or len(index) != length or leaf is None or not _linear(index, leaf):
             return None
-        stored = self.store.view(self.conversation_id)
-        if stored.version != length or not self.store.live_equals_resume(self.conversation_id):
+        # The SDK folds the active branch: for a linear log, the log without state updates.
+        stored = self.store.resume_view(self.conversation_id, skip_state_updates=True)
+        if stored.version != length:
             return None
         return sdk.stored_view(
             stored.payloads, stored.manipulation_indices, stored.unhandled_condensation_request

@@ -3,14 +3,17 @@ semantics), ``verify``, ``checkpoint`` and ``rebuild``."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from viewstore.events import Event, parse_event
-from viewstore.store import anchors, audit, reads
+from viewstore.events import STATE_UPDATE_KIND, Event, parse_event
+from viewstore.store import anchors, audit, reads, resume_check
 from viewstore.store.inputs import check_integer, conversation_key
 from viewstore.store.records import StoredView, VerifyReport
 from viewstore.store.store_core import ConversationId, StoreCore
+from viewstore.store.stored_events import StoredEvents
 from viewstore.view import View
+from viewstore.view.incremental import IndexTracker
 
 
 class AuditMethods(StoreCore):
@@ -26,12 +29,37 @@ class AuditMethods(StoreCore):
             parse_event(event.payload_json) for event in stored
         ]
 
-    def resume_view(self, conversation_id: ConversationId) -> StoredView:
-        """The resume semantics: ``View.from_events`` over the whole log, as OpenHands
-        computes it when it loads a conversation (computed, not stored)."""
+    def resume_view(
+        self, conversation_id: ConversationId, *, skip_state_updates: bool = False
+    ) -> StoredView:
+        """The resume semantics: ``View.from_events`` over the whole log. Computed from the
+        stored rows: the live view less what enforcement removes, which reads only the stretch
+        of the log around the view's tool events (``viewstore.store.resume_check``), not the
+        history.
+
+        ``skip_state_updates``: over the log without its ``ConversationStateUpdateEvent``s,
+        which is what the OpenHands SDK's cold load computes for a log that is one branch
+        (its active branch leaves them out: docs/semantics.md §9).
+        """
         key = conversation_key(conversation_id)
-        version, log = self._log(key)
-        return _stored(key, version, View.from_events(log), None)
+        with self._read() as conn:
+            live = reads.read_view(conn, key, None)
+            found = resume_check.resume_items(conn, key, skip_state_updates=skip_state_updates)
+        if found is None:  # rows the projector never leaves: enforce over the whole log
+            version, log = self._log(key)
+            if skip_state_updates:
+                log = [event for event in log if event.kind != STATE_UPDATE_KIND]
+            return _stored(key, version, View.from_events(log), None)
+        current, kept = found
+        if len(kept) == len(current):
+            return live
+        assert isinstance(live.events, StoredEvents)
+        survivors = {id(item) for item in kept}  # enforcement keeps the very items
+        positions = [i for i, item in enumerate(current) if id(item) in survivors]
+        _, indices = IndexTracker.scan(kept)
+        return replace(
+            live, events=live.events.at(positions), manipulation_indices=sorted(indices)
+        )
 
     def replay(self, conversation_id: ConversationId, *, as_of: int | None = None) -> StoredView:
         """The live view recomputed from the log by the pure engine (no view rows read)."""

@@ -1,16 +1,17 @@
-"""Whether a conversation's live view equals its resume view, at the cost of the view.
+"""A conversation's resume view, and whether it equals the live view, at the cost of the view.
 
 The resume view is ``View.from_events`` over the log: the live view (every event applied in
-turn), then the properties enforced against the whole log (docs/semantics.md §5, §7). So the
-two are equal exactly when enforcement removes nothing. Enforcement reads five narrow facts of
-each event (id, role, tool-call id, LLM response id, thinking flag), and of the log it needs
-only what touches the tool events of the view:
+turn), then the properties enforced against the whole log (docs/semantics.md §5, §7). So it is
+the live view less what enforcement removes, and the two are equal exactly when enforcement
+removes nothing. Enforcement reads five narrow facts of each event (id, role, tool-call id, LLM
+response id, thinking flag), and of the log it needs only what touches the tool events of the
+view:
 
 - ObservationUniqueness and ToolCallMatching read the view alone;
 - BatchAtomicity compares, for each LLM response of a view action, the view's actions of that
   response with the log's. Every tool event enters the live view when it is appended (the
   projector never drops one on entry), so a log action missing from the view is a *forgotten*
-  view row: one query for forgotten actions of those responses settles it;
+  view row: one query for the forgotten actions of those responses finds them all;
 - ToolLoopAtomicity reads the tool loops of the log. A loop never spans an event that is not
   a tool event, so every loop holding a view event lies between the last such event before the
   view's first tool event and the first after its last: only that stretch of the log is read.
@@ -18,7 +19,7 @@ only what touches the tool events of the view:
 A condensed conversation whose view keeps its recent steps thus reads its view, one probe per
 end of the stretch and the stretch itself, not its 20,000-event history. The answer is the same
 as enforcing against the whole log (tests/store/test_live_equals_resume.py compares both on
-every reference vector and on random streams).
+every reference vector and on random streams, after every event).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection
 
-from viewstore.events import KIND_ROLES, Role
+from viewstore.events import KIND_ROLES, STATE_UPDATE_KIND, Role
 from viewstore.store import lineage, reads
 from viewstore.store.reads import _fetch, bind_list
 from viewstore.view.enforcement import enforce_properties
@@ -55,18 +56,24 @@ _CURRENT = (
 # Each query reads one conversation's part of a lineage (a fork's sources hold its shared
 # prefix, ``viewstore.store.lineage``): seqs, or for left rows the seqs they left at, in
 # ``:lo < x <= :hi``. A conversation that is not a fork is one part, from 0 to the end.
-_FORGOTTEN_ACTION = (
-    "SELECT 1 FROM view_entries WHERE conversation_id = :c AND left_seq > :lo "
-    "AND left_seq <= :hi AND role = 'action' AND llm_response_id IN ({}) LIMIT 1"
+_FORGOTTEN_ACTIONS = (
+    "SELECT event_id, llm_response_id FROM view_entries WHERE conversation_id = :c "
+    "AND left_seq > :lo AND left_seq <= :hi AND role = 'action' AND ({})"
 )
-_BREAK_BEFORE = (
-    "SELECT seq FROM events WHERE conversation_id = :c AND seq < :s AND seq > :lo "
-    f"AND seq <= :hi AND kind NOT IN ({_TOOL_KINDS}) ORDER BY seq DESC LIMIT 1"
-)
-_BREAK_AFTER = (
-    "SELECT seq FROM events WHERE conversation_id = :c AND seq > :s AND seq > :lo "
-    f"AND seq <= :hi AND kind NOT IN ({_TOOL_KINDS}) ORDER BY seq LIMIT 1"
-)
+
+
+def _breaks(not_breaks: str) -> tuple[str, str]:
+    """The probes for the events that end the tool loops before and after a seq: the
+    nearest events whose kind is not in ``not_breaks``."""
+    probe = (
+        "SELECT seq FROM events WHERE conversation_id = :c AND seq {} :s AND seq > :lo "
+        f"AND seq <= :hi AND kind NOT IN ({not_breaks}) ORDER BY seq {{}} LIMIT 1"
+    )
+    return probe.format("<", "DESC"), probe.format(">", "ASC")
+
+
+# Keyed by whether the log is read without its state updates (the SDK's cold load).
+_BREAKS = {False: _breaks(_TOOL_KINDS), True: _breaks(f"{_TOOL_KINDS}, '{STATE_UPDATE_KIND}'")}
 _STRETCH_LOG = (
     "SELECT seq, event_id, kind FROM events WHERE conversation_id = :c "
     "AND seq > :a AND seq < :b AND seq > :lo AND seq <= :hi ORDER BY seq"
@@ -86,6 +93,17 @@ def _item(row: Any) -> _Item:
 
 
 def live_equals_resume(conn: Connection, conversation_id: str) -> bool:
+    found = resume_items(conn, conversation_id)
+    return found is not None and found[0] == found[1]
+
+
+def resume_items(
+    conn: Connection, conversation_id: str, *, skip_state_updates: bool = False
+) -> tuple[list[_Item], list[_Item]] | None:
+    """The live view's items and the resume view's (those enforcement keeps, in view order),
+    or None where the rows cannot settle it (see ``_stretch``). ``skip_state_updates``:
+    enforce against the log without its state updates, as the SDK's cold load of a linear
+    log does (docs/semantics.md §9)."""
     c = conversation_id
     parts = [
         {"c": segment.conversation_id, "lo": segment.after, "hi": segment.upto or _END}
@@ -93,32 +111,52 @@ def live_equals_resume(conn: Connection, conversation_id: str) -> bool:
     ]
     current: list[_Item] = []
     tool_seqs: list[int] = []
-    responses: set[str] = set()
+    responses: set[str | None] = set()
     for row in _fetch(conn, _CURRENT, {"c": c}):
         item = _item(row)
         current.append(item)
         if not row[6] and item.role in _TOOL_ROLES:
             tool_seqs.append(row[0])
-            if item.role is Role.ACTION and item.llm_response_id is not None:
+            if item.role is Role.ACTION:
                 responses.add(item.llm_response_id)
-    if responses and _forgotten_action(conn, parts, sorted(responses)):
-        return False  # the view holds part of a batch: BatchAtomicity removes the rest
-    log = _stretch(conn, parts, min(tool_seqs), max(tool_seqs)) if tool_seqs else []
+    log = (
+        _stretch(conn, parts, min(tool_seqs), max(tool_seqs), skip_state_updates)
+        if tool_seqs
+        else []
+    )
     if log is None:
-        return False
-    _, rounds = enforce_properties(current, log)
-    return not rounds
+        return None
+    if responses:
+        # The batches' actions that left the view, wherever they are in the log: after a
+        # break, so that they join no tool loop of the stretch (none of them is in the view,
+        # and a loop of them alone removes nothing).
+        inside = {item.id for item in log}
+        forgotten = [i for i in _forgotten_actions(conn, parts, responses) if i.id not in inside]
+        if forgotten:
+            log = [*log, _Item("", Role.OTHER, None, None, False), *forgotten]
+    kept, _ = enforce_properties(current, log)
+    return current, kept
 
 
 Part = dict[str, Any]
 
 
-def _forgotten_action(conn: Connection, parts: list[Part], responses: list[str]) -> bool:
-    """Whether an action of these responses left the view: a row leaving at seq ``s`` is
-    recorded by the conversation whose part of the lineage holds ``s``."""
-    listed, bound = bind_list("r", responses)
-    sql = _FORGOTTEN_ACTION.format(listed)
-    return any(_fetch(conn, sql, {**part, **bound}) for part in parts)
+def _forgotten_actions(
+    conn: Connection, parts: list[Part], responses: set[str | None]
+) -> list[_Item]:
+    """The actions of these LLM responses (None: of none) that left the view: a row leaving
+    at seq ``s`` is recorded by the conversation whose part of the lineage holds ``s``."""
+    named = sorted(r for r in responses if r is not None)
+    listed, bound = bind_list("r", named)
+    tests = [f"llm_response_id IN ({listed})"] if named else []
+    if None in responses:
+        tests.append("llm_response_id IS NULL")
+    sql = _FORGOTTEN_ACTIONS.format(" OR ".join(tests))
+    return [
+        _Item(event_id, Role.ACTION, None, response, False)
+        for part in parts
+        for event_id, response in _fetch(conn, sql, {**part, **bound})
+    ]
 
 
 def _first(conn: Connection, sql: str, parts: list[Part], seq: int) -> int | None:
@@ -129,19 +167,24 @@ def _first(conn: Connection, sql: str, parts: list[Part], seq: int) -> int | Non
     return None
 
 
-def _stretch(conn: Connection, parts: list[Part], first: int, last: int) -> list[_Item] | None:
+def _stretch(
+    conn: Connection, parts: list[Part], first: int, last: int, skip_state_updates: bool
+) -> list[_Item] | None:
     """The log between the events that bound the loops of the view's tool events at seqs
     ``first`` to ``last``; None where a tool event there never had a view row (cannot
     happen by the projector's rules; the check then answers "differs", the safe side).
     A row for the event at seq ``s`` was written by the conversation whose part holds ``s``."""
-    before = _first(conn, _BREAK_BEFORE, list(reversed(parts)), first)
-    after = _first(conn, _BREAK_AFTER, parts, last)
+    break_before, break_after = _BREAKS[skip_state_updates]
+    before = _first(conn, break_before, list(reversed(parts)), first)
+    after = _first(conn, break_after, parts, last)
     bounds = {"a": before or 0, "b": after or _END}
     log: list[_Item] = []
     for part in parts:
         scope = {**part, **bounds}
         rows = {row[0]: _item(row) for row in _fetch(conn, _STRETCH_ROWS, scope)}
         for seq, event_id, kind in _fetch(conn, _STRETCH_LOG, scope):
+            if skip_state_updates and kind == STATE_UPDATE_KIND:
+                continue
             role = KIND_ROLES.get(kind, Role.OTHER)
             known = rows.get(seq)
             if known is None:

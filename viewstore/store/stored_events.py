@@ -92,6 +92,10 @@ class StoredEvents(Sequence[Event]):
     def payloads(self) -> list[str]:
         return [row[1] for row in self._rows]
 
+    def at(self, positions: Sequence[int]) -> StoredEvents:
+        """The events at these positions (nothing parsed)."""
+        return StoredEvents([self._rows[i] for i in positions])
+
     def __len__(self) -> int:
         return len(self._rows)
 
