@@ -105,10 +105,62 @@ def test_updated_since_and_the_inactive_scan_read_the_updated_at_index(store: Ev
     assert any("updated_at_id" in step for step in plan), plan
     with _statements(store) as found:
         store.inactive_conversations(before=middle, limit=5)
-    sql, params = next((s, p) for s, p in found if "FROM conversations" in s)
-    plan = _plan(store, sql, params)
-    assert not [step for step in _sorts(plan) if "fork" not in step], plan
+    scan, sources = (p for p in found if "FROM conversations" in p[0])
+    plan = _plan(store, *scan)
+    assert _sorts(plan) == [], plan
     assert any("updated_at_id" in step for step in plan), plan
+    plan = _plan(store, *sources)
+    assert _sorts(plan) == [], plan
+    assert any("forked_from" in step for step in plan), plan
+
+
+def _bulk_rows(store: EventStore, count: int) -> None:
+    """``count`` conversation rows written by SQL (the plans need the rows, not their
+    events); autovacuum off, so that the statistics are the test's ANALYZE."""
+    with store.engine.begin() as conn:
+        partitions = conn.execute(
+            text(
+                "SELECT inhrelid::regclass::text FROM pg_inherits "
+                "WHERE inhparent = to_regclass('conversations')"
+            )
+        ).scalars()
+        for table in list(partitions) or ["conversations"]:
+            conn.execute(text(f"ALTER TABLE {table} SET (autovacuum_enabled = false)"))
+        conn.execute(
+            text(
+                "INSERT INTO conversations (id, created_at, updated_at, version, "
+                "unhandled_request, view_length, pending_tool_calls, in_tool_loop, "
+                "last_is_action, last_hash) SELECT 'bulk-' || i, now() - interval '1 day', "
+                "now() - i * interval '1 second', 2, false, 2, '[]', false, false, 'h' "
+                "FROM generate_series(1, :n) AS i"
+            ),
+            {"n": count},
+        )
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("db_url", ["postgres", "postgres_partitioned"], indirect=True)
+def test_the_inactive_scan_never_reads_every_conversation(store: EventStore) -> None:
+    """PostgreSQL's own choice (no planner setting changed) on 20,000 conversations with
+    their statistics (as autovacuum keeps them): each statement of the inactive scan is an
+    index read, never a sequential scan of the conversations (the forks, as a subquery, once
+    were one where the statistics lagged)."""
+    _fill(store, 5)
+    fork = store.fork("c0001", 1)
+    _bulk_rows(store, 20_000)
+    with store.engine.begin() as conn:
+        conn.execute(text("ANALYZE conversations"))
+    before = store.conversations(order_by="updated_at", descending=True, limit=1)[0].updated_at
+    with _statements(store) as found:
+        inactive = store.inactive_conversations(before=before, limit=150)
+    assert len(inactive) == 150 and "c0001" not in inactive and fork not in inactive
+    statements = [p for p in found if "FROM conversations" in p[0]]
+    assert len(statements) == 4  # two rounds of 100 candidates: the range, their forks
+    with store.engine.connect() as conn:
+        for sql, params in statements:
+            plan = [str(row[0]) for row in conn.exec_driver_sql("EXPLAIN " + sql, params)]
+            assert not [step for step in plan if "Seq Scan" in step] + _sorts(plan), plan
+            assert any("Index" in step for step in plan), plan
 
 
 @pytest.mark.parametrize(("order", "descending"), WAYS)

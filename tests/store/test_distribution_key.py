@@ -13,6 +13,7 @@ import json
 import re
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -97,6 +98,10 @@ EXEMPT = (
     # A conversation's forks, found by the source they name (an index scan on every shard):
     # before erasing it, and when a redaction reaches the forks that share the event.
     "WHERE conversations.forked_from =",
+    # The inactive scan (prune): a range of the updated_at index, then which of those
+    # candidates are fork sources (an index scan on every shard).
+    "WHERE conversations.updated_at <",
+    "WHERE conversations.forked_from IN",
 )
 
 
@@ -158,6 +163,7 @@ def _workload(store: EventStore, vectors_dir: Path) -> None:
         assert store.verify(fork).ok
         store.rebuild(fork)
         store.erase(fork, reason="workload")
+    store.inactive_conversations(before=datetime.now(UTC), limit=5)
     conversation = f"new-{uuid.uuid4().hex}"
     with store.begin() as conn:
         store.append(conversation, {"kind": "MessageEvent", "id": "m"}, connection=conn)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, text
+from sqlalchemy import Connection, delete, insert, select, text, tuple_
 
 from viewstore.errors import (
     ConversationErasedError,
@@ -109,24 +109,46 @@ def forks_of(conn: Connection, conversation_id: str) -> list[str]:
     return [found.id for found in conn.execute(query)]
 
 
+#: Candidates read per round of the inactive scan, and so ids in one IN list: few enough that
+#: their lookups cost less than a scan of a small partition (prune asks for 100 at a time).
+INACTIVE_BATCH = 100
+
+
 def inactive(conn: Connection, before: datetime, limit: int) -> list[str]:
     """Up to ``limit`` conversations last appended to before ``before``, oldest first; not
     those that still have forks (a fork's shared prefix is read from its source, so the
-    forks go first, and the source comes up in a later batch once they are gone)."""
-    # Not correlated to the outer row: a sharded server plans this subquery on its own
-    # (Citus refuses the correlated form across shards).
-    fork = conversations.alias("fork")
-    sources = select(fork.c.forked_from).where(fork.c.forked_from.is_not(None))
-    query = (
-        select(conversations.c.id)
-        .where(
-            conversations.c.updated_at < comparable(conn, before),
-            conversations.c.id.not_in(sources),
+    forks go first, and the source comes up in a later batch once they are gone).
+
+    Two index reads per round, whatever the store's size or its statistics: the oldest
+    candidates, a range of ``ix_conversations_updated_at_id`` (keyset: after the previous
+    round's last), then which of them are fork sources, equality lookups of
+    ``ix_conversations_forked_from``. One statement with the forks as a subquery was planned
+    as a sequential scan of every conversation where the statistics did not yet say how few
+    forks there are; a correlated ``NOT EXISTS`` Citus refuses across shards. Neither
+    statement names one conversation: on Citus each runs on every shard, from its indexes."""
+    c = conversations
+    moment = comparable(conn, before)
+    found: list[str] = []
+    last: tuple[Any, str] | None = None
+    batch = min(INACTIVE_BATCH, limit)
+    while len(found) < limit:
+        query = select(c.c.id, c.c.updated_at).where(c.c.updated_at < moment)
+        if last is not None:
+            query = query.where(tuple_(c.c.updated_at, c.c.id) > last)
+        rows = conn.execute(query.order_by(c.c.updated_at, c.c.id).limit(batch)).all()
+        if not rows:
+            break
+        ids = [row.id for row in rows]
+        sources = set(
+            conn.execute(select(c.c.forked_from).where(c.c.forked_from.in_(ids)).distinct())
+            .scalars()
+            .all()
         )
-        .order_by(conversations.c.updated_at, conversations.c.id)
-        .limit(limit)
-    )
-    return [row.id for row in conn.execute(query)]
+        found.extend(key for key in ids if key not in sources)
+        if len(rows) < batch:
+            break
+        last = (comparable(conn, aware(rows[-1].updated_at)), rows[-1].id)
+    return found[:limit]
 
 
 def _tombstone(row: Any) -> Tombstone:
