@@ -2,11 +2,17 @@
 
     .venv/bin/python -m benchmarks.bench_openhands --url URL [--events N] [--repeat R]
 
-1. Resume: a conversation of N events (default 20,000; about 1.1 KiB each) whose view holds a
-   few hundred after a condensation every 400 events, resumed through ``open_conversation``
-   vs through the SDK's ``LocalFileStore`` (a ``LocalConversation`` over the same events and
-   base state, on local disk). Each side's median of R resumes, alternating; the target is
-   viewstore at least 10x faster.
+1. Resume: conversations of N events (default 20,000; about 1 KiB each), resumed through
+   ``open_conversation`` vs through the SDK's ``LocalFileStore`` (a ``LocalConversation`` over
+   the same events and base state, on local disk). Each side's median of R resumes,
+   alternating; the target is viewstore at least 10x faster, for each shape:
+
+   - ``messages``: messages, a condensation every 400 events keeping the first and the newest
+     100: a view of a few hundred, equal to the resume view;
+   - ``tools``: tool batches (two calls of one LLM response, then their results) and an orphan
+     result now and then, a condensation every 400 events that cuts the batch at its border:
+     a view of a few hundred from which a resume removes the cut batch and the orphan (the
+     live and the resume view differ).
 2. Per step: ``ConversationState.append_event`` (the SDK's persistence chokepoint: the event
    file, then base_state.json with the new HEAD) through ``ViewstoreFileStore`` vs through
    ``LocalFileStore``, in alternating blocks; cost ratio of the medians (target <= 1.5 on
@@ -32,14 +38,17 @@ os.environ.setdefault("OPENHANDS_SUPPRESS_BANNER", "1")
 
 from openhands.sdk import Agent, LocalConversation, Message, MessageEvent, TextContent
 from openhands.sdk.conversation.state import ConversationState
-from openhands.sdk.event import Condensation
+from openhands.sdk.event import ActionEvent, Condensation, ObservationEvent
 from openhands.sdk.io import LocalFileStore
+from openhands.sdk.llm import MessageToolCall
+from openhands.sdk.mcp import MCPToolAction, MCPToolObservation
 from openhands.sdk.testing import TestLLM
 from openhands.sdk.workspace import LocalWorkspace
 
 from benchmarks.bench_store import save
 from viewstore import EventStore
 from viewstore.openhands import ViewstoreFileStore, open_conversation
+from viewstore.openhands.sdk_internals import SDK_VERSION
 
 TEXT = "lorem ipsum dolor sit amet " * 36  # about 1 KiB of message text
 
@@ -82,7 +91,87 @@ def history(count: int, every: int = 400) -> list[Any]:
     return events
 
 
-def build(url: str, folder: Path, count: int) -> uuid.UUID:
+def _tool_events(step: int, parent: str | None) -> list[Any]:
+    """A batch: two calls of one LLM response, then their two results, chained."""
+    response = f"response-{step}"
+    events: list[Any] = []
+    for call in (f"call-{step}-a", f"call-{step}-b"):
+        events.append(
+            ActionEvent(
+                source="agent",
+                thought=[TextContent(text=TEXT[:200])],
+                action=MCPToolAction(data={"path": f"/tmp/{call}", "text": TEXT[:300]}),
+                tool_name="edit",
+                tool_call_id=call,
+                tool_call=MessageToolCall(
+                    id=call, name="edit", arguments="{}", origin="completion"
+                ),
+                llm_response_id=response,
+                parent_id=parent,
+            )
+        )
+        parent = events[-1].id
+    for action in list(events):
+        events.append(_result(action.tool_call_id, action.id, parent))
+        parent = events[-1].id
+    return events
+
+
+def _result(call: str, action_id: str, parent: str | None) -> Any:
+    return ObservationEvent(
+        source="environment",
+        tool_name="edit",
+        tool_call_id=call,
+        action_id=action_id,
+        observation=MCPToolObservation.from_text(TEXT[:500], tool_name="edit"),
+        parent_id=parent,
+    )
+
+
+def tool_history(count: int, every: int = 400) -> list[Any]:
+    """Tool batches, an orphan result every 97 batches, and a condensation after about every
+    ``every`` events forgetting all but the first event and the newest ~100 of the view, cut
+    just after the first call of a batch: the live view keeps the batch's second call and
+    both results, which a resume removes with the newest orphan."""
+    events: list[Any] = [message(1, None)]
+    view: list[str] = [events[0].id]
+    parent: str | None = events[0].id
+    step = since = 0
+    while len(events) < count:
+        step += 1
+        batch = _tool_events(step, parent)
+        if since >= every and len(view) > 110:
+            # Forget up to the batch's first call, which is written first for that.
+            events.append(batch[0])
+            view.append(batch[0].id)
+            forgotten = [*view[1:-100], batch[0].id]
+            event: Any = Condensation(
+                forgotten_event_ids=set(forgotten),
+                summary=f"summary {step}",
+                summary_offset=1,
+                llm_response_id=f"condense-{step}",
+                parent_id=batch[0].id,
+            )
+            events.append(event)
+            view = [view[0], f"{event.id}-summary", *view[-100:-1]]
+            batch = [
+                b.model_copy(update={"parent_id": event.id}) if i == 1 else b
+                for i, b in enumerate(batch)
+            ][1:]
+            since = 0
+        if step % 97 == 0:
+            batch.append(_result(f"nobody-{step}", "none", batch[-1].id))
+        events.extend(batch)
+        view.extend(b.id for b in batch)
+        parent = batch[-1].id
+        since += len(batch)
+    return events[:count]
+
+
+SHAPES = {"messages": history, "tools": tool_history}
+
+
+def build(url: str, folder: Path, events: list[Any]) -> uuid.UUID:
     """The same conversation twice: an SDK folder in the SDK's layout (event files named and
     serialized as its EventLog writes them, its own base_state.json with HEAD on the last
     event), and the store, filled in batches as ``viewstore import`` fills it."""
@@ -90,7 +179,6 @@ def build(url: str, folder: Path, count: int) -> uuid.UUID:
     workspace = LocalWorkspace(working_dir=str(folder / "ws"))
     fs = LocalFileStore(str(folder / cid.hex))
     ConversationState.create(id=cid, agent=agent(), workspace=workspace, file_store=fs)
-    events = history(count)
     (folder / cid.hex / "events").mkdir(exist_ok=True)
     for index, event in enumerate(events):
         name = f"event-{index:05d}-{event.id}.json"
@@ -133,8 +221,11 @@ def resume_times(url: str, folder: Path, cid: uuid.UUID, repeat: int) -> dict[st
             ours.append(time.perf_counter() - started)
         assert view == sdk_view, "the two resumes disagree"
     sdk_s, ours_s = statistics.median(sdk), statistics.median(ours)
+    with EventStore(url) as store:
+        live, events = len(store.view(cid).event_ids), store.version(cid)
     return {
-        "events": len(EventStore(url).events(cid)),
+        "events": events,
+        "live_view": live,
         "view": len(view),
         "sdk_local_file_store_s": sdk_s,
         "open_conversation_s": ours_s,
@@ -181,14 +272,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
         backend = EventStore(args.url).engine.dialect.name
-        cid = build(args.url, folder, args.events)
-        resume = resume_times(args.url, folder, cid, args.repeat)
-        print(
-            f"resume {resume['events']} events (view {resume['view']}): SDK files "
-            f"{resume['sdk_local_file_store_s']:.3f} s, open_conversation "
-            f"{resume['open_conversation_s']:.3f} s: {resume['speedup']:.1f}x faster",
-            flush=True,
-        )
+        resume: dict[str, Any] = {}
+        for shape, make in SHAPES.items():
+            cid = build(args.url, folder, make(args.events))
+            found = resume[shape] = resume_times(args.url, folder, cid, args.repeat)
+            print(
+                f"resume ({shape}) {found['events']} events (live view {found['live_view']}, "
+                f"resume view {found['view']}): SDK files "
+                f"{found['sdk_local_file_store_s']:.3f} s, open_conversation "
+                f"{found['open_conversation_s']:.3f} s: {found['speedup']:.1f}x faster",
+                flush=True,
+            )
         step = step_times(args.url, folder, args.blocks, args.block)
         print(
             f"per-step persistence ({backend}): LocalFileStore {step['local_file_store_ms']:.3f}"
@@ -196,7 +290,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{step['ratio']:.2f}",
             flush=True,
         )
-    result = {"backend": backend, "resume": resume, "step": step}
+    result = {"backend": backend, "sdk": SDK_VERSION, "resume": resume, "step": step}
     save(args.output, result)
     return result
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import Connection, Row, delete, select
+from sqlalchemy import Connection, Row, delete
 
 from viewstore import chain
 from viewstore.chain import GENESIS
@@ -32,7 +32,7 @@ from viewstore.store import (
 )
 from viewstore.store.anchors import Checkpoint
 from viewstore.store.records import ConversationReport, Redaction, VerifyReport
-from viewstore.store.schema import base_states, manipulation_indices, view_entries
+from viewstore.store.schema import manipulation_indices, view_entries
 from viewstore.store.stored_events import envelope
 from viewstore.view import View, full_indices
 
@@ -67,31 +67,10 @@ def verify(
     if everything and states:  # a base state written before its conversation's first event
         for key in base_state.without_conversation(conn):
             alone = ConversationReport(conversation_id=key, version=0)
-            _check_base_state(conn, key, alone, states)
+            base_state.check(conn, key, alone, states)
             if not alone.ok:
                 report.conversations.append(alone)
     return report
-
-
-def _check_base_state(
-    conn: Connection, key: str, report: ConversationReport, readable: bool | None
-) -> None:
-    """``base_state.check``, with whether this role may read base_states (``readable``)
-    answered by the caller: verify of many conversations asks the server once per call, not
-    once per conversation (None: ask here)."""
-    if readable is None:
-        readable = base_state.readable(conn)
-    if not readable:
-        report.notes.append(f"its base state was not checked: {_UNREADABLE}")
-        return
-    query = select(base_states.c.payload).where(base_states.c.conversation_id == key)
-    payload = conn.execute(query).scalar()
-    reason = None if payload is None else base_state.damage(payload)
-    if reason is not None:
-        report.problems.append(f"its stored base state is damaged: {reason}")
-
-
-_UNREADABLE = "this database role may not read base_states"
 
 
 def verify_conversation(
@@ -104,7 +83,7 @@ def verify_conversation(
     conv = reads.conversation_row(conn, key)
     links, readable = fork_links.check(conn, conv)
     report = ConversationReport(conversation_id=key, version=conv.version, problems=links)
-    _check_base_state(conn, key, report, base_states_readable)
+    base_state.check(conn, key, report, base_states_readable)
     if not readable:
         return report
     stored = derived.log_rows(conn, conv)

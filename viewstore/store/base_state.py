@@ -189,10 +189,17 @@ def load(conn: Connection, conversation_id: str) -> BaseState | None:
     )
 
 
-def check(conn: Connection, conversation_id: str, report: ConversationReport) -> None:
+def check(
+    conn: Connection,
+    conversation_id: str,
+    report: ConversationReport,
+    may_read: bool | None = None,
+) -> None:
     """``verify``'s finding on the conversation's stored base state: what ``load`` would
-    refuse, as a problem instead of an error; a note where this role may not read it."""
-    if not readable(conn):
+    refuse, as a problem instead of an error; a note where this role may not read it.
+    ``may_read``: whether it may, when the caller asked already (verify of many
+    conversations asks the server once per call, not once per conversation)."""
+    if not (readable(conn) if may_read is None else may_read):
         report.notes.append(f"its base state was not checked: {_UNREADABLE}")
         return
     query = select(base_states.c.payload).where(base_states.c.conversation_id == conversation_id)
