@@ -48,7 +48,7 @@ def _indexes(conn: Connection) -> dict[str, bool]:
 
 
 def _check_upgraded(store: EventStore) -> None:
-    assert store.schema_revision() == "0017"
+    assert store.schema_revision() == "0018"
     with store.engine.connect() as conn:
         assert _indexes(conn) == dict.fromkeys(INDEXES, True)
         if conn.dialect.name == "postgresql":
