@@ -15,6 +15,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import pytest
 
 from viewstore import EventStore
 
+from ..store._helpers import M
 from ._data import INJECTION, Browsed, populate
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -58,12 +60,9 @@ def _free_port() -> int:
         return port
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Browsed]]:
-    """``viewstore serve`` on a populated SQLite store; its base URL."""
-    url = f"sqlite:///{tmp_path_factory.mktemp('served') / 'store.db'}"
-    with EventStore(url) as store:
-        browsed = populate(store)
+@contextmanager
+def _serving(url: str) -> Iterator[str]:
+    """``viewstore serve`` on the store at ``url``; its base URL."""
     port = _free_port()
     script = Path(sys.executable).parent / "viewstore"
     process = subprocess.Popen(
@@ -84,10 +83,20 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Brow
                 time.sleep(0.1)
         else:
             pytest.fail("viewstore serve did not answer within 10 s")
-        yield base, browsed
+        yield base
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Browsed]]:
+    """``viewstore serve`` on a populated SQLite store; its base URL."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('served') / 'store.db'}"
+    with EventStore(url) as store:
+        browsed = populate(store)
+    with _serving(url) as base:
+        yield base, browsed
 
 
 @pytest.fixture
@@ -125,6 +134,39 @@ def test_list_then_a_conversation(page: Any, served: tuple[str, Browsed]) -> Non
     page.click(f"text={browsed.ranges}")
     page.wait_for_url(f"**/c/{browsed.ranges}")
     assert _view_ids(page) == ["S", "U", "c1-summary", "m1", "m2", "m3"]
+
+
+def test_next_links_walk_a_long_list_once(page: Any, tmp_path: Path) -> None:
+    """A store of 130 conversations behind ``viewstore serve``: clicking "next" until there is
+    none shows every conversation once, in the list's order (keyset links: after=); clicking
+    "previous" from the last page comes back to the first."""
+    url = f"sqlite:///{tmp_path / 'many.db'}"
+    with EventStore(url) as store:
+        populate(store)
+        with store.begin() as conn:
+            for i in range(127):
+                store.append(f"many-{i:03d}", [M(f"m{i}")], connection=conn)
+        whole = [r.id for r in store.conversations(order_by="updated_at", descending=True)]
+    with _serving(url) as base:
+        page.goto(base + "/")
+        walked, pages = [], 0
+        while True:
+            walked.extend(page.locator("#conversations a.cid").all_inner_texts())
+            pages += 1
+            following = page.locator("a[rel=next]")
+            if following.count() == 0:
+                break
+            assert "after=" in (following.get_attribute("href") or "")
+            following.click()
+            page.wait_for_load_state()
+        assert walked == whole and pages == 3
+        assert "30 of 130" in page.inner_text(".pager")
+        for _ in range(2):
+            page.locator("a[rel=prev]").click()
+            page.wait_for_load_state()
+        assert page.locator("#conversations a.cid").all_inner_texts() == whole[:50]
+        assert "1-50 of 130" in page.inner_text(".pager")
+        assert page.locator("a[rel=prev]").count() == 0
 
 
 def test_step_to_an_earlier_seq_fetches_the_diff(page: Any, served: tuple[str, Browsed]) -> None:

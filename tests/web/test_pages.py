@@ -9,7 +9,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from viewstore import EventStore
-from viewstore.web import create_app
+from viewstore.web import create_app, details
+from viewstore.web.details import SORTS
 
 from ._data import INJECTION, Browsed
 
@@ -252,3 +253,136 @@ def test_a_fork_shows_its_origin_and_its_redactions(db_url: str, browsed: Browse
         assert "1 redaction(s): seq 2 (pasted a key)" in " ".join(html.unescape(page).split())
         assert _view_ids(client.get(f"/c/{fork}", params={"seq": 5}).text) == shared
         assert 'id="origin"' not in client.get(f"/c/{browsed.ranges}").text
+
+
+def _fill_bulk(db_url: str, count: int) -> None:
+    with EventStore(db_url) as store, store.begin() as conn:
+        for i in range(count):
+            store.append(
+                f"bulk-{i:03d}",
+                [
+                    {
+                        "kind": "MessageEvent",
+                        "id": f"m{i}-{j}",
+                        "source": "user",
+                        "llm_message": {"role": "user", "content": []},
+                    }
+                    for j in range(1 + i % 3)
+                ],
+                connection=conn,
+            )
+
+
+def _listed(page: str) -> list[str]:
+    return re.findall(r'<a class="cid" href="/c/([^"]+)"', page)
+
+
+def _link(page: str, rel: str) -> str | None:
+    found = re.search(rf'<a rel="{rel}" href="([^"]+)"', page)
+    return html.unescape(found.group(1)) if found else None
+
+
+@pytest.mark.parametrize("sort", ["id", "updated", "events"])
+@pytest.mark.parametrize("order", ["asc", "desc"])
+def test_next_links_walk_every_conversation_once(
+    db_url: str, browsed: Browsed, sort: str, order: str
+) -> None:
+    """The list's next and previous links are keyset cursors (after=/before=): walking by next
+    lists each conversation once, in the API's order; walking back by previous returns the
+    same pages."""
+    _fill_bulk(db_url, 117)
+    with EventStore(db_url) as store:
+        whole = [
+            r.id for r in store.conversations(order_by=SORTS[sort], descending=order == "desc")
+        ]
+    assert len(whole) == 120
+    with TestClient(create_app(db_url)) as client:
+        url: str | None = f"/?sort={sort}&order={order}"
+        pages: list[list[str]] = []
+        while url is not None:
+            page = client.get(url)
+            assert page.status_code == 200, page.text
+            pages.append(_listed(page.text))
+            assert "of 120" in page.text
+            next_url = _link(page.text, "next")
+            assert next_url is None or "after=" in next_url
+            url = next_url
+        walked = [cid for listed in pages for cid in listed]
+        assert walked == whole
+        assert [len(listed) for listed in pages] == [50, 50, 20]
+        assert "1-50 of 120" in client.get(f"/?sort={sort}&order={order}").text
+        # back from the last page by previous links: the same pages, then the first one
+        back: list[list[str]] = []
+        url = _link(page.text, "prev")
+        while url is not None:
+            assert "before=" in url
+            text = client.get(url).text
+            back.append(_listed(text))
+            url = _link(text, "prev")
+        assert back == pages[-2::-1]
+        assert "1-50 of 120" in text  # the first page again, positioned
+        # the JSON API pages the same way
+        api, cursor, ids = "/api/conversations", None, []
+        while True:
+            query = {"sort": sort, "order": order, "limit": 40, "after": cursor}
+            answer = client.get(api, params={k: v for k, v in query.items() if v}).json()
+            ids.extend(c["conversation_id"] for c in answer["conversations"])
+            assert answer["total"] == 120 and answer["total_exact"] is True
+            if (cursor := answer["next_cursor"]) is None:
+                break
+        assert ids == whole
+        # an offset link (older bookmarks) still works, its links are cursors
+        third = client.get("/", params={"sort": sort, "order": order, "offset": 100}).text
+        assert _listed(third) == whole[100:] and "101-120 of 120" in third
+        assert _link(third, "next") is None and "before=" in (_link(third, "prev") or "")
+
+
+def test_a_bad_cursor_is_a_400(client: TestClient, browsed: Browsed) -> None:
+    first = client.get("/api/conversations", params={"sort": "id", "limit": 1}).json()
+    cursor = first["next_cursor"]
+    assert cursor
+    for path, words in (
+        (f"/?sort=updated&after={cursor}", "not of the order by updated_at"),
+        ("/?after=nonsense", "after must be a cursor"),
+        (f"/api/conversations?sort=id&after={cursor}&before={cursor}", "not both"),
+        ("/api/conversations?before=" + "c" * 3000, "at most 2048"),
+    ):
+        answer = client.get(path)
+        assert answer.status_code == 400, (path, answer.text)
+        assert words in html.unescape(answer.text)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+def test_the_header_shows_an_estimate_above_the_limit(
+    db_url: str, browsed: Browsed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL the header is the planner's estimate ("about N") above
+    EXACT_COUNT_UP_TO, the count at or below it; the rows are the same."""
+    _fill_bulk(db_url, 117)
+    with EventStore(db_url) as store:
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql("ANALYZE conversations")
+        assert store.conversation_count_estimate().exact
+        rough = store.conversation_count_estimate(exact_up_to=20)
+        assert not rough.exact and 100 <= rough.count <= 140
+        found = store.conversation_count_estimate(search="bulk-0", exact_up_to=2)
+        assert not found.exact and found.count > 2
+    with TestClient(create_app(db_url)) as client:
+        assert "(120)" in client.get("/").text
+        monkeypatch.setattr(details, "EXACT_COUNT_UP_TO", 20)
+        page = client.get("/").text
+        assert re.search(r"\(about 1[0-4]0\)", page) and "of about 1" in page, page
+        answer = client.get("/api/conversations").json()
+        assert answer["total_exact"] is False and answer["total_text"].startswith("about ")
+        assert len(answer["conversations"]) == 50
+        # a search the planner puts at or below the limit is counted
+        assert "(1)" in client.get("/", params={"q": "two-ranges"}).text
+
+
+def test_sqlite_counts_exactly(sqlite_url: str) -> None:
+    with EventStore(sqlite_url) as store:
+        store.create_schema()
+        store.append("c", [{"kind": "MessageEvent", "id": "m"}])
+        counted = store.conversation_count_estimate(exact_up_to=0)
+        assert counted.exact and counted.count == 1

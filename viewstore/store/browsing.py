@@ -8,11 +8,14 @@ from datetime import datetime
 
 from viewstore.store import overview, reads
 from viewstore.store.catalogue import (
+    EXACT_COUNT_LIMIT,
+    CatalogueCount,
     ConversationInfo,
     ConversationPage,
     Order,
     check_options,
     count_catalogue,
+    estimate_catalogue,
     read_catalogue,
 )
 from viewstore.store.inputs import conversation_key
@@ -119,6 +122,28 @@ class Browsing(StoreCore):
         with self._read() as conn:
             return count_catalogue(
                 conn, search=search, updated_since=updated_since, min_view_length=min_view_length
+            )
+
+    def conversation_count_estimate(
+        self,
+        *,
+        search: str = "",
+        updated_since: datetime | None = None,
+        min_view_length: int | None = None,
+        exact_up_to: int = EXACT_COUNT_LIMIT,
+    ) -> CatalogueCount:
+        """How many conversations match, cheaply on a large store (the viewer's header):
+        ``CatalogueCount(count, exact)``. On PostgreSQL, where a count reads every matching
+        row, the planner's estimate (``exact=False``) when it is above ``exact_up_to``, else
+        the count; on SQLite always the count (cheap there)."""
+        check_options(search=search, updated_since=updated_since, min_view_length=min_view_length)
+        with self._read() as conn:
+            return estimate_catalogue(
+                conn,
+                search=search,
+                updated_since=updated_since,
+                min_view_length=min_view_length,
+                exact_up_to=exact_up_to,
             )
 
     def condensations(

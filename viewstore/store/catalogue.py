@@ -218,6 +218,55 @@ def count_catalogue(
     return int(total or 0)
 
 
+#: Up to this many matching rows (by the server's estimate) a count is made exactly; above it
+#: :func:`estimate_catalogue` answers with the estimate (see ``EventStore.conversation_count``).
+EXACT_COUNT_LIMIT = 10_000
+
+
+@dataclass(frozen=True)
+class CatalogueCount:
+    """How many conversations match (``store.conversation_count_estimate()``): ``count``, and
+    whether it is ``exact`` (a count) or the server's estimate (PostgreSQL, above
+    ``EXACT_COUNT_LIMIT``)."""
+
+    count: int
+    exact: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "exact": self.exact}
+
+
+def estimate_catalogue(
+    conn: Connection,
+    *,
+    search: str = "",
+    updated_since: datetime | None = None,
+    min_view_length: int | None = None,
+    exact_up_to: int = EXACT_COUNT_LIMIT,
+) -> CatalogueCount:
+    """A count where one is cheap, the planner's estimate where it would not be.
+
+    SQLite counts (its count of the catalogue reads the smallest index: 0.16 ms at 50,000
+    conversations). PostgreSQL's count reads every matching row (or index entry), so there
+    the planner's row estimate of the same filtered query is asked first (``EXPLAIN``: the
+    table's statistics scaled to its current size, the filters' selectivities; no row is
+    read); only at or below ``exact_up_to`` is the count made. A plan the server does not
+    estimate itself (Citus's distributed scan) is counted."""
+    if conn.dialect.name == "postgresql":
+        query = _filtered(conn, select(conversations.c.id), search, updated_since, min_view_length)
+        compiled = query.compile(dialect=conn.dialect)
+        raw = conn.exec_driver_sql("EXPLAIN (FORMAT JSON) " + str(compiled), compiled.params)
+        found: Any = raw.scalar()
+        plan = (json.loads(found) if isinstance(found, str) else found)[0]["Plan"]
+        estimate = int(plan.get("Plan Rows", 0))
+        if plan.get("Node Type") != "Custom Scan" and estimate > exact_up_to:
+            return CatalogueCount(count=estimate, exact=False)
+    counted = count_catalogue(
+        conn, search=search, updated_since=updated_since, min_view_length=min_view_length
+    )
+    return CatalogueCount(count=counted, exact=True)
+
+
 def read_catalogue(
     conn: Connection,
     *,

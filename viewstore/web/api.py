@@ -27,6 +27,8 @@ def conversations(request: Request) -> JSONResponse:
             sort=params.choice(request, "sort", tuple(details.SORTS), "updated"),
             descending=params.choice(request, "order", ("asc", "desc"), "desc") == "desc",
             offset=params.integer(request, "offset", 0) or 0,
+            after=params.cursor(request, "after"),
+            before=params.cursor(request, "before"),
             limit=limit,
         )
     )

@@ -5,12 +5,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from viewstore.errors import InvalidArgumentError
 from viewstore.store import EventStore
-from viewstore.store.catalogue import Order
+from viewstore.store.catalogue import EXACT_COUNT_LIMIT, ConversationInfo, Order
 from viewstore.web.content import parse
 from viewstore.web.model import NotFound, _view, event_row, sequence_diff
 
 PAGE = 50
+#: The header counts exactly up to this many conversations (the server's estimate); above it,
+#: on PostgreSQL, it shows the estimate ("about N"): a count there reads every row.
+EXACT_COUNT_UP_TO = EXACT_COUNT_LIMIT
 #: The list's sort keys (the viewer's URL words) and the catalogue order each stands for.
 SORTS: dict[str, Order] = {
     "id": "id",
@@ -27,20 +31,54 @@ def list_data(
     search: str,
     sort: str,
     descending: bool,
-    offset: int,
+    offset: int = 0,
+    after: str | None = None,
+    before: str | None = None,
     limit: int = PAGE,
 ) -> dict[str, Any]:
-    total = store.conversation_count(search=search)
-    found = store.conversations(
-        search=search, order_by=SORTS[sort], descending=descending, offset=offset, limit=limit
-    )
+    """A page of the list: the first (or ``offset``'s, kept for old links), the one after the
+    keyset cursor ``after`` (the next page), or the one before ``before`` (the previous page:
+    a cursor of the reverse order, read forwards from it and turned round). Each page carries
+    its ``next_cursor`` and ``prev_cursor`` (None: no such page); a deep page costs what the
+    first does. ``total`` is the count, or on a large PostgreSQL store the planner's estimate
+    (``total_exact`` false: the page says "about")."""
+    if after is not None and before is not None:
+        raise InvalidArgumentError("give after or before, not both")
+    order = SORTS[sort]
+    options: dict[str, Any] = {"search": search, "order_by": order}
+    rows: list[ConversationInfo] = []
+    more_before = more_after = False
+    position: int | None = None  # of the first row, where known (not on a keyset page)
+    if before is not None:
+        found = store.conversations(
+            descending=not descending, after=before, limit=limit + 1, **options
+        )
+        more_before = len(found) > limit
+        rows = list(reversed(found[:limit]))
+        more_after = bool(rows)  # at least the row the cursor names (unless erased since)
+        if not more_before:  # back at the start: the first page, full
+            before, rows = None, []
+    if before is None:
+        found = store.conversations(
+            descending=descending, after=after, offset=offset, limit=limit + 1, **options
+        )
+        more_after = len(found) > limit
+        rows = found[:limit]
+        more_before = after is not None or offset > 0
+        position = None if after is not None else offset
+    total = store.conversation_count_estimate(search=search, exact_up_to=EXACT_COUNT_UP_TO)
     return {
-        "total": total,
+        "total": total.count,
+        "total_exact": total.exact,
+        "total_text": f"{total.count:,}" if total.exact else f"about {_rounded(total.count):,}",
         "search": search,
         "sort": sort,
         "order": "desc" if descending else "asc",
         "offset": offset,
+        "position": position,
         "limit": limit,
+        "next_cursor": rows[-1].cursor(order, descending) if rows and more_after else None,
+        "prev_cursor": rows[0].cursor(order, not descending) if rows and more_before else None,
         "conversations": [
             {
                 "conversation_id": s.id,
@@ -50,9 +88,15 @@ def list_data(
                 "view_length": s.view_length,
                 "unhandled_condensation_request": s.unhandled_condensation_request,
             }
-            for s in found
+            for s in rows
         ],
     }
+
+
+def _rounded(estimate: int) -> int:
+    """An estimate to two significant digits (it is not better than that)."""
+    digits = max(len(str(estimate)) - 2, 0)
+    return round(estimate, -digits) if digits else estimate
 
 
 def condensation_data(store: EventStore, key: str, seq: int) -> dict[str, Any]:

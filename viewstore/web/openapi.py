@@ -63,11 +63,16 @@ def _components() -> dict[str, Any]:
         "ConversationPage": _obj(
             {
                 "total": INT,
+                "total_exact": BOOL,
+                "total_text": STR,
                 "search": STR,
                 "sort": {"type": "string", "enum": list(SORTS)},
                 "order": {"type": "string", "enum": ["asc", "desc"]},
                 "offset": INT,
+                "position": NINT,
                 "limit": INT,
+                "next_cursor": NSTR,
+                "prev_cursor": NSTR,
                 "conversations": {
                     "type": "array",
                     "items": _obj(
@@ -234,7 +239,9 @@ def schema() -> dict[str, Any]:
                     _query("q", STR, "a substring of the conversation id"),
                     _query("sort", {"type": "string", "enum": list(SORTS)}, "sort key"),
                     _query("order", {"type": "string", "enum": ["asc", "desc"]}, "direction"),
-                    _query("offset", INT, "conversations to skip"),
+                    _query("after", STR, "the next page: a next_cursor"),
+                    _query("before", STR, "the previous page: a prev_cursor"),
+                    _query("offset", INT, "conversations to skip (a deep offset reads them)"),
                     _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "size"),
                 ],
             ),

@@ -29,6 +29,8 @@ def conversations(request: Request) -> Response:
         sort=params.choice(request, "sort", tuple(details.SORTS), "updated"),
         descending=params.choice(request, "order", ("asc", "desc"), "desc") == "desc",
         offset=params.integer(request, "offset", 0) or 0,
+        after=params.cursor(request, "after"),
+        before=params.cursor(request, "before"),
     )
     return _render(request, "list.html", {"data": data, "sorts": list(details.SORTS)})
 

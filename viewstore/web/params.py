@@ -5,6 +5,7 @@ from __future__ import annotations
 from starlette.requests import Request
 
 from viewstore.errors import InvalidArgumentError
+from viewstore.store.catalogue import MAX_CURSOR
 from viewstore.store.inputs import conversation_key
 from viewstore.web.model import check_text
 
@@ -44,6 +45,18 @@ def conversation(request: Request) -> str:
 def text(request: Request, name: str, default: str = "") -> str:
     try:
         return check_text(request.query_params.get(name, default), name)
+    except InvalidArgumentError as error:
+        raise BadRequest(str(error)) from error
+
+
+def cursor(request: Request, name: str) -> str | None:
+    """A keyset cursor of the catalogue (``after``, ``before``), or None; the store says
+    whether it is one."""
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return check_text(raw, name, limit=MAX_CURSOR)
     except InvalidArgumentError as error:
         raise BadRequest(str(error)) from error
 
