@@ -56,9 +56,12 @@ _CURRENT = (
 # Each query reads one conversation's part of a lineage (a fork's sources hold its shared
 # prefix, ``viewstore.store.lineage``): seqs, or for left rows the seqs they left at, in
 # ``:lo < x <= :hi``. A conversation that is not a fork is one part, from 0 to the end.
+# Rows that left the view are read through ix_view_entries_left(_actions), whose predicates
+# these repeat (migration 0019); a current row is in hand from the live view's read.
 _FORGOTTEN_ACTIONS = (
     "SELECT event_id, llm_response_id FROM view_entries WHERE conversation_id = :c "
-    "AND left_seq > :lo AND left_seq <= :hi AND role = 'action' AND ({})"
+    "AND left_seq IS NOT NULL AND left_seq > :lo AND left_seq <= :hi AND role = 'action' "
+    "AND ({})"
 )
 
 
@@ -78,8 +81,8 @@ _STRETCH_LOG = (
     "SELECT seq, event_id, kind FROM events WHERE conversation_id = :c "
     "AND seq > :a AND seq < :b AND seq > :lo AND seq <= :hi ORDER BY seq"
 )
-_STRETCH_ROWS = (
-    f"SELECT {_FACTS} FROM view_entries WHERE conversation_id = :c "
+_STRETCH_LEFT = (
+    f"SELECT {_FACTS} FROM view_entries WHERE conversation_id = :c AND left_seq IS NOT NULL "
     "AND NOT is_summary AND seq > :a AND seq < :b AND seq > :lo AND seq <= :hi"
 )
 
@@ -110,17 +113,28 @@ def resume_items(
         for segment in lineage.segments(conn, reads.lineage_row(conn, c))
     ]
     current: list[_Item] = []
+    held: dict[int, _Item] = {}  # the live view's events (not its summaries) by seq
     tool_seqs: list[int] = []
     responses: set[str | None] = set()
     for row in _fetch(conn, _CURRENT, {"c": c}):
         item = _item(row)
         current.append(item)
-        if not row[6] and item.role in _TOOL_ROLES:
+        if row[6]:
+            continue
+        held[row[0]] = item
+        if item.role in _TOOL_ROLES:
             tool_seqs.append(row[0])
             if item.role is Role.ACTION:
                 responses.add(item.llm_response_id)
     log = (
-        _stretch(conn, parts, min(tool_seqs), max(tool_seqs), skip_state_updates)
+        _stretch(
+            conn,
+            c,
+            parts,
+            held,
+            (min(tool_seqs), max(tool_seqs)),
+            skip_state_updates=skip_state_updates,
+        )
         if tool_seqs
         else []
     )
@@ -168,21 +182,33 @@ def _first(conn: Connection, sql: str, parts: list[Part], seq: int) -> int | Non
 
 
 def _stretch(
-    conn: Connection, parts: list[Part], first: int, last: int, skip_state_updates: bool
+    conn: Connection,
+    c: str,
+    parts: list[Part],
+    held: dict[int, _Item],
+    tools: tuple[int, int],
+    *,
+    skip_state_updates: bool,
 ) -> list[_Item] | None:
     """The log between the events that bound the loops of the view's tool events at seqs
-    ``first`` to ``last``; None where a tool event there never had a view row (cannot
-    happen by the projector's rules; the check then answers "differs", the safe side).
-    A row for the event at seq ``s`` was written by the conversation whose part holds ``s``."""
+    ``tools`` (first, last); None where a tool event there has no view row (cannot happen by
+    the projector's rules; the caller then enforces over the whole log).
+
+    A tool event's facts come from its row in the live view (``held``) or from a row that
+    left: the conversation's own (a fork's copy may leave after the fork) or, for an event of
+    a source's part of the lineage, one that left there before the fork."""
     break_before, break_after = _BREAKS[skip_state_updates]
-    before = _first(conn, break_before, list(reversed(parts)), first)
-    after = _first(conn, break_after, parts, last)
+    before = _first(conn, break_before, list(reversed(parts)), tools[0])
+    after = _first(conn, break_after, parts, tools[1])
     bounds = {"a": before or 0, "b": after or _END}
+    rows = {seq: item for seq, item in held.items() if bounds["a"] < seq < bounds["b"]}
+    own = {"c": c, "lo": -1, "hi": _END}
+    for scope in (own, *(part for part in parts if part["c"] != c)):
+        for row in _fetch(conn, _STRETCH_LEFT, {**scope, **bounds}):
+            rows.setdefault(row[0], _item(row))
     log: list[_Item] = []
     for part in parts:
-        scope = {**part, **bounds}
-        rows = {row[0]: _item(row) for row in _fetch(conn, _STRETCH_ROWS, scope)}
-        for seq, event_id, kind in _fetch(conn, _STRETCH_LOG, scope):
+        for seq, event_id, kind in _fetch(conn, _STRETCH_LOG, {**part, **bounds}):
             if skip_state_updates and kind == STATE_UPDATE_KIND:
                 continue
             role = KIND_ROLES.get(kind, Role.OTHER)

@@ -1,0 +1,63 @@
+"""Migration 0019 adds the indexes of rows that left a view: on a store holding conversations
+online (PostgreSQL: ``CREATE INDEX CONCURRENTLY``, partition by partition where partitioned),
+in the migration's transaction otherwise; a resume reads through them and equals a full one."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import Connection, text
+
+from viewstore import EventStore
+from viewstore.store import migrate
+from viewstore.view import View
+
+from .test_migrations import drift
+from .test_resume_rows_plan import _history
+
+INDEXES = {"ix_view_entries_left", "ix_view_entries_left_actions"}
+
+
+def _indexes(conn: Connection) -> dict[str, bool]:
+    if conn.dialect.name == "sqlite":
+        query = "SELECT name, 1 FROM sqlite_master WHERE type = 'index'"
+    else:
+        query = (
+            "SELECT c.relname, i.indisvalid FROM pg_index i "
+            "JOIN pg_class c ON c.oid = i.indexrelid "
+            "WHERE i.indrelid = to_regclass('view_entries')"
+        )
+    found = {str(name): bool(valid) for name, valid in conn.execute(text(query))}
+    return {name: valid for name, valid in found.items() if name in INDEXES}
+
+
+@pytest.mark.parametrize("layout", ["sqlite", "postgres", "postgres_partitioned"])
+def test_a_store_holding_conversations_gets_the_indexes(
+    request: pytest.FixtureRequest, layout: str
+) -> None:
+    if layout == "sqlite":
+        url = str(request.getfixturevalue("sqlite_url"))
+    else:
+        request.applymarker(pytest.mark.postgres)
+        url = str(request.getfixturevalue("fresh_pg_url"))
+    partitions = 4 if layout == "postgres_partitioned" else None
+    with EventStore(url) as store:
+        migrate.upgrade(store.engine, None, "0018", partitions=partitions)
+        _history(store, 60)
+        with store.engine.connect() as conn:
+            assert _indexes(conn) == {}
+        store.create_schema()
+        with store.engine.connect() as conn:
+            assert _indexes(conn) == dict.fromkeys(INDEXES, True)
+            if conn.dialect.name == "postgresql":
+                attached = conn.execute(
+                    text(
+                        "SELECT count(*) FROM pg_inherits i JOIN pg_class c "
+                        "ON c.oid = i.inhparent WHERE c.relname LIKE 'ix_view_entries_left%'"
+                    )
+                ).scalar_one()
+                assert attached == len(INDEXES) * (partitions or 0)
+        if partitions is None:
+            assert drift(store) == []
+        full = View.from_events([e.payload_json for e in store.events("long")])
+        assert store.resume_view("long").event_ids == [e.id for e in full.events]
+        assert store.verify().ok
