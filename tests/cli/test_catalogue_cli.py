@@ -10,6 +10,9 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+from sqlalchemy import text
+
 from viewstore import EventStore
 from viewstore.demo import run_demo
 
@@ -194,3 +197,39 @@ def test_feed_follow_prints_events_as_they_commit(sqlite_url: str) -> None:
     finally:
         follower.terminate()
         follower.wait(timeout=30)
+
+
+def test_stats_fast_counts_a_small_store(db_url: str) -> None:
+    _store(db_url)
+    fast = json.loads(run("stats", "--fast", "--json", url=db_url).stdout)
+    full = json.loads(run("stats", "--json", url=db_url).stdout)
+    for name in ("conversations", "events", "condensations"):
+        assert fast[name] == full[name] and fast["exact"][name] is True, name
+    assert fast["view_sizes"] is None and fast["events_by_kind"] is None
+    text = run("stats", "--fast", url=db_url)
+    assert (text.returncode, text.stderr) == (0, "")
+    assert text.stdout.splitlines()[0].split() == ["conversations:", "2"]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+def test_stats_fast_estimates_a_large_postgresql_store(db_url: str) -> None:
+    """Above 10,000 rows by the planner's estimate, --fast gives the estimate and says so."""
+    _store(db_url)
+    with EventStore(db_url) as store, store.engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO conversations (id, created_at, updated_at, version, "
+                "unhandled_request, view_length, pending_tool_calls, in_tool_loop, "
+                "last_is_action, last_hash) SELECT 'bulk-' || i, now(), now(), 0, false, 0, "
+                "'[]', false, false, 'h' FROM generate_series(1, 30000) AS i"
+            )
+        )
+        conn.execute(text("ANALYZE conversations"))
+    fast = json.loads(run("stats", "--fast", "--json", url=db_url).stdout)
+    assert fast["exact"] == {"conversations": False, "events": True, "condensations": True}
+    assert 27_000 <= fast["conversations"] <= 33_000
+    assert fast["events"] == 16 + 1
+    lines = run("stats", "--fast", url=db_url).stdout.splitlines()
+    assert lines[0].split()[:2] == ["conversations:", "about"]
+    assert lines[1].split() == ["events:", "17"]

@@ -21,7 +21,7 @@ from viewstore.cli.app import (
     pass_state,
 )
 from viewstore.cli.render import events_table, print_table, view_table
-from viewstore.cli.stats import collect_stats
+from viewstore.cli.stats import collect_stats, fast_stats
 from viewstore.demo import run_demo
 from viewstore.errors import DuplicateEventError, InvalidEventError
 from viewstore.events import Event, parse_event
@@ -320,13 +320,24 @@ def rebuild(state: Context, conversation: str | None, as_json: bool) -> None:
 
 
 @cli.command()
+@click.option(
+    "--fast",
+    is_flag=True,
+    help="estimates where counting is dear (PostgreSQL above 10,000 rows); "
+    "no view sizes or events per kind",
+)
 @json_option
 @pass_state
-def stats(state: Context, as_json: bool) -> None:
+def stats(state: Context, fast: bool, as_json: bool) -> None:
     """Counts: conversations, events, view sizes, condensations."""
-    numbers = collect_stats(state.store)
+    numbers = fast_stats(state.store) if fast else collect_stats(state.store)
     if as_json:
         state.print_json(numbers)
+        return
+    if fast:
+        for name in ("conversations", "events", "condensations"):
+            about = "" if numbers["exact"][name] else "about "
+            state.out.print(f"{name + ':':<15}{about}{numbers[name]}")
         return
     sizes = numbers["view_sizes"]
     state.out.print(

@@ -1,12 +1,21 @@
-"""Store-wide counts for ``viewstore stats`` (one read transaction)."""
+"""Store-wide counts for ``viewstore stats`` (one read transaction).
+
+The full form counts every row and groups the events by kind and the live view entries by
+conversation: its cost grows with the store (docs/operations.md has the figures). ``--fast``
+(:func:`fast_stats`) reads no table: on PostgreSQL each table's row count is the planner's
+estimate (``EXPLAIN``: the statistics scaled to the table's current size) where that is above
+10,000, else a count; on SQLite it counts (each count reads the table's smallest index).
+Neither the view sizes nor the events per kind are given (None).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Connection, Table, func, select
 
 from viewstore.store import EventStore
+from viewstore.store.catalogue import EXACT_COUNT_LIMIT, planned_rows
 from viewstore.store.schema import condensations, conversations, events, view_entries
 from viewstore.store.translate import translated
 
@@ -45,3 +54,26 @@ def collect_stats(store: EventStore) -> dict[str, Any]:
         },
         "events_by_kind": by_kind,
     }
+
+
+def _rows(conn: Connection, table: Table) -> tuple[int, bool]:
+    """The table's row count and whether it is exact (see the module's docstring)."""
+    if conn.dialect.name == "postgresql":
+        estimate = planned_rows(conn, select(table.c[table.c.keys()[0]]))
+        if estimate is not None and estimate > EXACT_COUNT_LIMIT:
+            return estimate, False
+    return int(conn.execute(select(func.count()).select_from(table)).scalar() or 0), True
+
+
+def fast_stats(store: EventStore) -> dict[str, Any]:
+    """``viewstore stats --fast``: the counts, estimated where counting is dear."""
+    numbers: dict[str, Any] = {}
+    exact: dict[str, bool] = {}
+    with translated(), store.engine.connect() as conn:
+        for name, table in (
+            ("conversations", conversations),
+            ("events", events),
+            ("condensations", condensations),
+        ):
+            numbers[name], exact[name] = _rows(conn, table)
+    return {**numbers, "exact": exact, "view_sizes": None, "events_by_kind": None}

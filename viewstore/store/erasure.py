@@ -114,6 +114,18 @@ def forks_of(conn: Connection, conversation_id: str) -> list[str]:
 INACTIVE_BATCH = 100
 
 
+def prefer_indexes(conn: Connection) -> None:
+    """For the rest of this read transaction, on PostgreSQL: no sequential scan where an
+    index serves. Without statistics (autovacuum off, a table just loaded) the planner priced
+    the fork lookup's IN list by default selectivities, thousands of rows, and scanned every
+    conversation (22 ms at 100,000, against 0.1 ms from the index). The inactive scan's
+    statements each have an index that serves them; with statistics the planner picks them
+    itself. ``SET LOCAL`` ends with the transaction (Citus does not pass it on: its shards
+    plan with their own statistics)."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+
+
 def inactive(conn: Connection, before: datetime, limit: int) -> list[str]:
     """Up to ``limit`` conversations last appended to before ``before``, oldest first; not
     those that still have forks (a fork's shared prefix is read from its source, so the
@@ -122,11 +134,13 @@ def inactive(conn: Connection, before: datetime, limit: int) -> list[str]:
     Two index reads per round, whatever the store's size or its statistics: the oldest
     candidates, a range of ``ix_conversations_updated_at_id`` (keyset: after the previous
     round's last), then which of them are fork sources, equality lookups of
-    ``ix_conversations_forked_from``. One statement with the forks as a subquery was planned
-    as a sequential scan of every conversation where the statistics did not yet say how few
-    forks there are; a correlated ``NOT EXISTS`` Citus refuses across shards. Neither
+    ``ix_conversations_forked_from`` (:func:`prefer_indexes`). One statement with the forks as
+    a subquery read every fork source, and was planned as a sequential scan of every
+    conversation where there were no statistics; a correlated ``NOT EXISTS`` Citus refuses
+    across shards. Neither
     statement names one conversation: on Citus each runs on every shard, from its indexes."""
     c = conversations
+    prefer_indexes(conn)
     moment = comparable(conn, before)
     found: list[str] = []
     last: tuple[Any, str] | None = None
