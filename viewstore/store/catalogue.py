@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from sqlalchemy import Connection, and_, func, select, tuple_
+from sqlalchemy import Connection, and_, func, select, text, tuple_
 
 from viewstore.errors import InvalidArgumentError
 from viewstore.store.reads import aware, comparable
@@ -236,6 +236,44 @@ class CatalogueCount:
         return {"count": self.count, "exact": self.exact}
 
 
+def planned_rows(conn: Connection, query: Any) -> int | None:
+    """PostgreSQL's estimate of the rows ``query`` (a Select) returns: its plan's, no row read;
+    None for a plan the server does not estimate itself (Citus's distributed scan)."""
+    compiled = query.compile(dialect=conn.dialect)
+    raw = conn.exec_driver_sql("EXPLAIN (FORMAT JSON) " + str(compiled), compiled.params)
+    found: Any = raw.scalar()
+    plan = (json.loads(found) if isinstance(found, str) else found)[0]["Plan"]
+    if plan.get("Node Type") == "Custom Scan":
+        return None
+    return int(plan.get("Plan Rows", 0))
+
+
+def live_rows(conn: Connection, table: str) -> int | None:
+    """PostgreSQL's statistics collector's count of the live rows of ``table`` (all its
+    partitions; None: none counted). Every insert and delete keeps it, whether or not the
+    table was ever analyzed: a table never analyzed (autovacuum off, just loaded) is
+    estimated by the planner from its pages and a guessed row width, 15,204 rows for the
+    100,000 measured. It restarts from zero when the server's statistics are reset."""
+    live = conn.execute(
+        text(
+            "SELECT sum(n_live_tup) FROM pg_stat_user_tables "
+            "WHERE relid = to_regclass(:t) OR relid IN "
+            "(SELECT inhrelid FROM pg_inherits WHERE inhparent = to_regclass(:t))"
+        ),
+        {"t": table},
+    ).scalar()
+    return int(live) if live else None
+
+
+def _rescaled(conn: Connection, estimate: int, planned_whole: int | None) -> int:
+    """``estimate`` scaled by the live rows counted over the rows the planner expects in the
+    whole catalogue (the two agree where the table has statistics)."""
+    live = live_rows(conn, "conversations")
+    if not live or not planned_whole:
+        return estimate
+    return round(estimate * live / planned_whole)
+
+
 def estimate_catalogue(
     conn: Connection,
     *,
@@ -253,13 +291,14 @@ def estimate_catalogue(
     read); only at or below ``exact_up_to`` is the count made. A plan the server does not
     estimate itself (Citus's distributed scan) is counted."""
     if conn.dialect.name == "postgresql":
-        query = _filtered(conn, select(conversations.c.id), search, updated_since, min_view_length)
-        compiled = query.compile(dialect=conn.dialect)
-        raw = conn.exec_driver_sql("EXPLAIN (FORMAT JSON) " + str(compiled), compiled.params)
-        found: Any = raw.scalar()
-        plan = (json.loads(found) if isinstance(found, str) else found)[0]["Plan"]
-        estimate = int(plan.get("Plan Rows", 0))
-        if plan.get("Node Type") != "Custom Scan" and estimate > exact_up_to:
+        whole = select(conversations.c.id)
+        query = _filtered(conn, whole, search, updated_since, min_view_length)
+        estimate = planned_rows(conn, query)
+        if estimate is not None:
+            estimate = _rescaled(
+                conn, estimate, planned_rows(conn, whole) if query is not whole else estimate
+            )
+        if estimate is not None and estimate > exact_up_to:
             return CatalogueCount(count=estimate, exact=False)
     counted = count_catalogue(
         conn, search=search, updated_since=updated_since, min_view_length=min_view_length
