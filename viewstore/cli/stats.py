@@ -2,9 +2,10 @@
 
 The full form counts every row and groups the events by kind and the live view entries by
 conversation: its cost grows with the store (docs/operations.md has the figures). ``--fast``
-(:func:`fast_stats`) reads no table: on PostgreSQL each table's row count is the planner's
-estimate (``EXPLAIN``: the statistics scaled to the table's current size) where that is above
-10,000, else a count; on SQLite it counts (each count reads the table's smallest index).
+(:func:`fast_stats`) reads no table where counting is dear: on PostgreSQL each table's row
+count is the statistics collector's live-row count (else the planner's estimate) where that
+is above 10,000, else a count (Citus's plans carry no estimate: a count there); on SQLite it
+counts (each count reads the table's smallest index).
 Neither the view sizes nor the events per kind are given (None).
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, Table, func, select
 
 from viewstore.store import EventStore
-from viewstore.store.catalogue import EXACT_COUNT_LIMIT, planned_rows
+from viewstore.store.catalogue import EXACT_COUNT_LIMIT, live_rows, planned_rows
 from viewstore.store.schema import condensations, conversations, events, view_entries
 from viewstore.store.translate import translated
 
@@ -59,7 +60,8 @@ def collect_stats(store: EventStore) -> dict[str, Any]:
 def _rows(conn: Connection, table: Table) -> tuple[int, bool]:
     """The table's row count and whether it is exact (see the module's docstring)."""
     if conn.dialect.name == "postgresql":
-        estimate = planned_rows(conn, select(table.c[table.c.keys()[0]]))
+        planned = planned_rows(conn, select(table.c[table.c.keys()[0]]))
+        estimate = planned if planned is None else live_rows(conn, table.name) or planned
         if estimate is not None and estimate > EXACT_COUNT_LIMIT:
             return estimate, False
     return int(conn.execute(select(func.count()).select_from(table)).scalar() or 0), True
