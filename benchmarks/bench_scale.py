@@ -14,6 +14,10 @@ Operations: ``verify`` of one conversation; ``conversations(limit=50)`` by ``upd
 by ``version``, descending; a keyset page 90% deep in the ``updated_at`` order (``after=``),
 and the same page by ``offset`` for comparison (it reads every row it skips); the inactive
 scan (``inactive_conversations``, prune's); ``conversation_count()`` (a count: it may grow);
+``conversation_count_estimate()`` (the viewer's header: PostgreSQL's estimate above 10,000);
+the viewer's list page ``GET /`` and its next page 90% deep (``after=``), in-process through
+Starlette's TestClient; ``search``, a page of the conversations whose id contains five
+characters of one (a trigram index on PostgreSQL with pg_trgm, else every id: it may grow);
 an append of one event to an existing conversation; ``view`` of one conversation.
 """
 
@@ -27,13 +31,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from starlette.testclient import TestClient
+
 from benchmarks.bench_store import fresh_events, median, save
 from viewstore import ConversationInfo, EventStore
+from viewstore.web import create_app
 
 DEFAULT_STAGES = "1000,10000,100000"
 EVENTS = 10
 #: Operations whose cost may grow with the store (reported, not held to the target).
-GROWING = ("offset_page_deep", "conversation_count")
+GROWING = ("offset_page_deep", "conversation_count", "search")
 
 
 def _key(i: int) -> str:
@@ -60,7 +67,7 @@ def grow(
 
 
 def operations(
-    store: EventStore, size: int, before: datetime, rng: random.Random
+    store: EventStore, size: int, before: datetime, rng: random.Random, client: TestClient
 ) -> dict[str, Callable[[], object]]:
     deep = store.conversations(order_by="id", limit=1, after=_id_cursor(_key(size // 10)))[0]
     deep_cursor = deep.cursor("updated_at", descending=True)
@@ -71,6 +78,12 @@ def operations(
         n = next(appended)
         return store.append(key, [{"kind": "MessageEvent", "id": f"late-{size}-{n}"}])
 
+    def page(url: str) -> object:
+        answer = client.get(url)
+        assert answer.status_code == 200, answer.text[:200]
+        return answer
+
+    deep_link = f"/?sort=updated&order=desc&after={deep_cursor}"
     return {
         "verify_one": lambda: store.verify(_key(rng.randrange(size))),
         "catalogue_updated_desc": lambda: store.conversations(
@@ -87,6 +100,10 @@ def operations(
         ),
         "inactive_conversations": lambda: store.inactive_conversations(before=before, limit=100),
         "conversation_count": store.conversation_count,
+        "count_for_header": store.conversation_count_estimate,
+        "viewer_list_page": lambda: page("/"),
+        "viewer_next_page_deep": lambda: page(deep_link),
+        "search": lambda: store.conversations(search=_key(rng.randrange(size))[-5:], limit=50),
         "append": append_one,
         "view": lambda: store.view(_key(rng.randrange(size))),
     }
@@ -104,6 +121,7 @@ def measure(url: str, stages: list[int], repeat: int, batch: int, seed: int) -> 
         "median_ms": {},
     }
     size, before = 0, None
+    client = TestClient(create_app(store))
     try:
         for stage in stages:
             if before is None:  # the inactive scan's moment: after the first stage's first half
@@ -115,7 +133,7 @@ def measure(url: str, stages: list[int], repeat: int, batch: int, seed: int) -> 
                 grow_s = grow(store, size, stage, events, batch)
             size = stage
             medians = {}
-            for name, fn in operations(store, size, before, rng).items():
+            for name, fn in operations(store, size, before, rng, client).items():
                 fn()  # warm: the first call pays for connections and plans
                 samples = []
                 for _ in range(repeat):
@@ -133,6 +151,7 @@ def measure(url: str, stages: list[int], repeat: int, batch: int, seed: int) -> 
                 flush=True,
             )
     finally:
+        client.close()
         store.close()
     result["ratio_last_first"] = {
         name: round(values[-1] / values[0], 2) if values[0] else None
