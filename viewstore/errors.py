@@ -239,3 +239,25 @@ class AuthenticationError(StorageError):
 class UnsupportedDatabaseError(ViewstoreError, ValueError):
     """The URL names a database or driver viewstore does not run on, or whose driver is not
     installed (viewstore runs on SQLite and on PostgreSQL through psycopg 3)."""
+
+
+class AgentServerError(ViewstoreError):
+    """An OpenHands agent server the ingest or ``viewstore sync`` reads from could not answer
+    (unreachable, an HTTP error, a body that is not what its REST API returns). Names the
+    server and what was asked; the request may succeed later (``viewstore.ingest``)."""
+
+    def __init__(self, source: str, reason: str) -> None:
+        self.source = source
+        self.reason = reason
+        super().__init__(f"agent server {source}: {reason}")
+
+
+class SourceMismatchError(ViewstoreError):
+    """A conversation's stored log is not a prefix of its agent server's log (its last stored
+    event is not in the server's log, or the server's events before it differ): the ingest
+    stores nothing rather than append after events the server does not have."""
+
+    def __init__(self, conversation_id: str, source: str, reason: str) -> None:
+        self.conversation_id = conversation_id
+        self.source = source
+        super().__init__(f"conversation {conversation_id!r} from {source}: {reason}")

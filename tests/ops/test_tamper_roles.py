@@ -46,6 +46,7 @@ from viewstore import EventStore
 from viewstore.store import audit
 from viewstore.store.roles import role_name, role_names
 from viewstore.store.schema import metadata
+from viewstore.store.source_info import SourceInfo
 
 from ..store.test_roles import as_login, login_in
 from ._helpers import action, condensed_history, message, observation
@@ -60,6 +61,11 @@ HARMLESS = {
     "it after most events, so no guard or log entry can vouch for it; it is not part of the "
     "audit trail"
     for column in ("conversation_id", "revision", "at_version", "payload", "updated_at")
+} | {
+    ("conversation_sources", column.name): "what an agent server last said about the "
+    "conversation (title, status...): each post of the ingest overwrites it; it is not part of "
+    "the audit trail"
+    for column in metadata.tables["conversation_sources"].columns
 }
 #: The row each table's forgery hits (a fork's where the table has them, for the lineage).
 ROWS = {
@@ -70,6 +76,7 @@ ROWS = {
     "view_entries": "conversation_id = 'f'",
     "manipulation_indices": "conversation_id = 'f'",
     "base_states": "conversation_id = 'c'",
+    "conversation_sources": "conversation_id = 'c'",
     "tombstones": "conversation_id = 'gone'",
     "redactions": "conversation_id = 'c'",
 }
@@ -90,6 +97,7 @@ def _build(store: EventStore) -> None:
     store.append("gone", message("x1"))
     store.erase("gone", reason="test")
     store.save_base_state("c", json.dumps({"id": "c", "agent": {}}), at_version=7)
+    store.save_conversation_info(SourceInfo("c", "sandbox-1", title="a task"))
     assert store.verify().ok, store.verify().render()
 
 

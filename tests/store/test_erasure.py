@@ -18,6 +18,7 @@ from viewstore import (
     StorageError,
 )
 from viewstore.store.schema import metadata
+from viewstore.store.source_info import SourceInfo
 
 from ..ops._helpers import condensed_history, message
 
@@ -42,6 +43,7 @@ def _rows(store: EventStore, conversation: str) -> dict[str, int]:
 def test_erase_removes_every_row_and_leaves_a_tombstone(store: EventStore) -> None:
     store.append("gone", condensed_history())
     store.save_base_state("gone", "{}", at_version=store.version("gone"))
+    store.save_conversation_info(SourceInfo("gone", "sandbox-1", title="a task"))
     store.redact("gone", store.events("gone")[0].event_id, reason="before it all goes")
     store.append("kept", [message("k1"), message("k2")])
     before = store.events("gone")

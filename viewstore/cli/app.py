@@ -167,6 +167,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "fork": ("lifecycle", "Start a new conversation from a conversation's first events..."),
     "import": ("transfer", "Import OpenHands conversation folders (or parent folders..."),
     "indices": ("commands", "Print the manipulation indices of a conversation's live view."),
+    "ingest": ("ingest", "Receive OpenHands agent servers' webhooks into the store (see..."),
     "init": ("commands", "Create or migrate the database schema to the newest revision."),
     "list": ("catalogue", "The conversations: id, times, version, view length, request..."),
     "prune": ("lifecycle", "Erase every conversation inactive for longer than a retention..."),
@@ -174,6 +175,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "redact": ("lifecycle", "Remove an event's content from the log and every copy; its..."),
     "serve": ("serve", "Serve a read-only web viewer of the conversations."),
     "stats": ("commands", "Counts: conversations, events, view sizes, condensations."),
+    "sync": ("ingest", "Pull every conversation of an agent server (a URL or a source..."),
     "verify": ("commands", "Check the hash chain, every column derived from the log, that..."),
     "view": ("commands", "Show a conversation's view: what the LLM is sent, and where a..."),
 }

@@ -26,8 +26,16 @@ from viewstore.cli.app import Context, UserError, cli, open_url, pass_state
     show_default=True,
     help="Port to listen on.",
 )
+@click.option(
+    "--token",
+    envvar="VIEWSTORE_SERVE_TOKEN",
+    default=None,
+    show_envvar=True,
+    help="Require this secret: Authorization: Bearer TOKEN, or ?token=TOKEN once in a browser "
+    "(then a cookie). Default: no token.",
+)
 @pass_state
-def serve(state: Context, serve_url: str | None, host: str, port: int) -> None:
+def serve(state: Context, serve_url: str | None, host: str, port: int, token: str | None) -> None:
     """Serve a read-only web viewer of the conversations."""
     try:
         import uvicorn  # noqa: PLC0415 - optional extra, see the module docstring
@@ -37,7 +45,10 @@ def serve(state: Context, serve_url: str | None, host: str, port: int) -> None:
         raise UserError(
             f"the web viewer needs the 'web' extra: pip install 'viewstore[web]' ({error})"
         ) from error
-    app = open_url(serve_url or state.url, lambda url: create_app(url, schema=state.schema))
+    app = open_url(
+        serve_url or state.url, lambda url: create_app(url, schema=state.schema, token=token)
+    )
     app.state.store.conversations()  # a bad URL or a missing schema fails here, in one line
-    click.echo(f"viewstore viewer on http://{host}:{port}/ (read-only)", err=True)
+    guarded = ", token required" if token else ""
+    click.echo(f"viewstore viewer on http://{host}:{port}/ (read-only{guarded})", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")

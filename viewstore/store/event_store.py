@@ -51,6 +51,7 @@ from viewstore.store.records import (
     StoredView,
     ViewPage,
 )
+from viewstore.store.source_info import SourceInfoMethods
 from viewstore.store.store_core import ConversationId
 from viewstore.store.translate import translated
 
@@ -71,7 +72,7 @@ def _at(point: str) -> None:
         append_hook(point)
 
 
-class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods):
+class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods, SourceInfoMethods):
     """Events, condensations, and each conversation's live view and indices, in SQL.
 
     ``url_or_engine``: a database URL (default: ``VIEWSTORE_URL``, else

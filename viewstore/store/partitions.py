@@ -32,6 +32,7 @@ TABLES = {
     "view_entries": "conversation_id",
     "manipulation_indices": "conversation_id",
     "base_states": "conversation_id",
+    "conversation_sources": "conversation_id",
     "tombstones": "conversation_id",
     "redactions": "conversation_id",
 }
@@ -77,19 +78,30 @@ def partition(conn: Connection, partitions: int) -> None:
             "partitioned tables need PostgreSQL; an SQLite store has one file and no partitions"
         )
     check_count(partitions)
-    _check_empty(conn)
-    saved = _definitions(conn)
+    tables = _present(conn)
+    _check_empty(conn, tables)
+    saved = _definitions(conn, tables)
     for name, _ in saved["views"]:
         conn.execute(text(f"DROP VIEW {name}"))
     for table, name, _ in saved["foreign_keys"]:
         conn.execute(text(f"ALTER TABLE {table} DROP CONSTRAINT {name}"))
-    for table, column in TABLES.items():
-        _rebuild(conn, table, column, partitions)
+    for table in tables:
+        _rebuild(conn, table, TABLES[table], partitions)
     _restore(conn, saved, partitions)
 
 
-def _check_empty(conn: Connection) -> None:
-    for table in TABLES:
+def _present(conn: Connection) -> list[str]:
+    """The tables of ``TABLES`` the store has at its revision (a store partitioned at an older
+    revision lacks the later ones; their migrations create them partitioned, as 0020 does)."""
+    return [
+        table
+        for table in TABLES
+        if conn.execute(text("SELECT to_regclass(:t) IS NOT NULL"), {"t": table}).scalar()
+    ]
+
+
+def _check_empty(conn: Connection, tables: list[str]) -> None:
+    for table in tables:
         if conn.execute(text(f"SELECT EXISTS (SELECT 1 FROM {table})")).scalar():
             raise InvalidArgumentError(
                 f"only an empty store can be partitioned: {table} has rows "
@@ -138,9 +150,8 @@ def _restore(conn: Connection, saved: dict[str, list[Any]], partitions: int) -> 
         conn.execute(text(statement))
 
 
-def _definitions(conn: Connection) -> dict[str, list[Any]]:
+def _definitions(conn: Connection, names: list[str]) -> dict[str, list[Any]]:
     """What rebuilding the tables would lose, as the statements that make it again."""
-    names = list(TABLES)
     tables = {"t": names}
     keys = [
         f"ALTER TABLE {table} ADD CONSTRAINT {name} {definition}"

@@ -253,6 +253,26 @@ base_states = Table(
     PrimaryKeyConstraint("conversation_id"),
 )
 
+# What an agent server says about a conversation (``viewstore ingest`` / ``sync``, migration
+# 0020): which server (a source name), title, status, agent and model, the server's times and
+# tags. Overwritten by newer posts; not part of the audit trail. No foreign key: the info may
+# arrive before the first event.
+conversation_sources = Table(
+    "conversation_sources",
+    metadata,
+    Column("conversation_id", CONVERSATION_ID, nullable=False),
+    Column("source", String(255), nullable=False),
+    Column("title", Text, nullable=True),
+    Column("execution_status", String(64), nullable=True),
+    Column("agent_kind", String(255), nullable=True),
+    Column("llm_model", Text, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=True),
+    Column("updated_at", DateTime(timezone=True), nullable=True),
+    Column("tags", Text, nullable=True),  # JSON object
+    Column("recorded_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("conversation_id"),
+)
+
 # One row per erased conversation (``EventStore.erase``): what it was, when and why it went.
 # Append-only like the log; its row is also what lets the log's guard delete that conversation's
 # events, and only them (migration 0010).

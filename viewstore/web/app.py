@@ -15,6 +15,7 @@ from typing import Any
 import jinja2
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount
@@ -27,6 +28,7 @@ from viewstore.web import api, pages
 from viewstore.web.model import NotFound
 from viewstore.web.params import BadRequest
 from viewstore.web.readonly import read_only_store
+from viewstore.web.security import SecurityMiddleware
 
 HERE = Path(__file__).parent
 log = logging.getLogger("viewstore.web")
@@ -43,9 +45,12 @@ def templates() -> Jinja2Templates:
     return Jinja2Templates(env=env)
 
 
-def create_app(store: EventStore | str, *, schema: str | None = None) -> Starlette:
+def create_app(
+    store: EventStore | str, *, schema: str | None = None, token: str | None = None
+) -> Starlette:
     """The viewer over ``store`` (a URL: opened read-only, in PostgreSQL schema ``schema``
-    if given, and closed with the app)."""
+    if given, and closed with the app). Every answer carries security headers; with
+    ``token`` every request needs it (``viewstore.web.security``)."""
     owned = isinstance(store, str)
     reader = read_only_store(store, schema) if isinstance(store, str) else store
     app = Starlette(
@@ -64,6 +69,7 @@ def create_app(store: EventStore | str, *, schema: str | None = None) -> Starlet
             Exception: _error(500),
         },
         lifespan=_closing(reader) if owned else None,
+        middleware=[Middleware(SecurityMiddleware, token=token, browser=True)],
     )
     app.state.store = reader
     app.state.templates = templates()
