@@ -96,14 +96,6 @@ def test_an_unreachable_agent_server_is_a_502_and_no_write(
     assert store.conversation_ids() == []
 
 
-def test_a_resend_of_state_updates_only_reads_nothing(client: TestClient) -> None:
-    """The snapshot a webhook posts on attaching is not in the log: nothing to pull."""
-    state = {"kind": "ConversationStateUpdateEvent", "id": "s1", "key": "full_state"}
-    answer = client.post(f"/events/{HEX}", json=[state], headers=AUTH)
-    assert answer.status_code == 200, answer.text
-    assert answer.json()["appended"] == 0
-
-
 def test_security_headers_everywhere(client: TestClient, sqlite_url: str) -> None:
     answers = [
         client.get("/health"),

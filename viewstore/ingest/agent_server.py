@@ -55,6 +55,14 @@ class AgentServerClient:
             raise AgentServerError(self.source.name, f"GET {path}: not a count")
         return body
 
+    def conversation(self, conversation: str) -> dict[str, Any]:
+        """The conversation's ``ConversationInfo``."""
+        path = f"/api/conversations/{quote(conversation, safe='')}"
+        body = self._get(path, {})
+        if not isinstance(body, dict):
+            raise AgentServerError(self.source.name, f"GET {path}: not a conversation")
+        return body
+
     def conversations(self, *, page_id: str | None) -> tuple[list[dict[str, Any]], str | None]:
         """One page of the server's conversations (their ``ConversationInfo`` objects)."""
         query: dict[str, Any] = {"limit": PAGE_LIMIT}

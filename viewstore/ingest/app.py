@@ -4,7 +4,8 @@
   conversation whose UUID is ``hex`` (32 lowercase hex digits); answered once the store holds
   them, and every event before them (``viewstore.ingest.pull``), with what was done.
 - ``POST /conversations``: a ``ConversationInfo``; kept in the catalogue
-  (``store.conversation_info``), then the conversation's events are pulled to the end of the
+  (``store.conversation_info``; refreshed from the server's REST API after a batch that
+  reports a state change), then the conversation's events are pulled to the end of the
   server's log (a run's last events, if the queue dropped them, have no later batch to reveal
   the gap).
 - ``GET /health``: ``{"ok": true}``, no token needed.
@@ -46,7 +47,7 @@ from viewstore.errors import (
 )
 from viewstore.ingest import info
 from viewstore.ingest.agent_server import AgentServerClient
-from viewstore.ingest.pull import pull, wanted_ids
+from viewstore.ingest.pull import changes_state, pull, wanted_ids
 from viewstore.ingest.sources import Source, Sources
 from viewstore.store import EventStore
 from viewstore.web.security import SecurityMiddleware
@@ -146,9 +147,17 @@ async def _events(request: Request) -> Response:
             raise Refused(400, f"event #{index} is not an object with a string id and kind")
     source = _source(request)
     client = AgentServerClient(source)
-    wanted = wanted_ids(body)
-    result = await run_in_threadpool(pull, request.app.state.store, client, key, wanted)
+    store: EventStore = request.app.state.store
+    result = await run_in_threadpool(pull, store, client, key, wanted_ids(body))
+    if changes_state(body):  # the status changed: the catalogue's copy follows
+        await run_in_threadpool(_refresh_info, store, client, key)
     return JSONResponse({**result.as_json(), "source": source.name})
+
+
+def _refresh_info(store: EventStore, client: AgentServerClient, key: str) -> None:
+    """The conversation's info as its agent server has it now (the server posts its info
+    when a conversation starts, pauses or is updated, not when a run ends)."""
+    info.save(store, info.from_webhook(client.conversation(key)), client.source.name)
 
 
 async def _conversations(request: Request) -> Response:

@@ -37,9 +37,10 @@ from viewstore.store import EventStore
 
 log = logging.getLogger("viewstore.ingest")
 
-#: Posted by the agent server's webhooks but never in its log (a state snapshot when the
-#: subscriber attaches and at the end of a run): never stored, never waited for.
-NOT_IN_LOG = frozenset({"ConversationStateUpdateEvent"})
+#: The agent server's state updates: posted by its webhooks, in its log mostly (1.58.2 logs
+#: the updates of a run) but not always (the snapshot posted when a subscriber attaches is in
+#: no log). A posted id the log lacks is reported as ignored, never stored.
+STATE_UPDATE = "ConversationStateUpdateEvent"
 #: Events per append transaction when a pull brings many.
 CHUNK = 500
 ATTEMPTS = 20
@@ -67,8 +68,13 @@ class PullResult:
 
 
 def wanted_ids(batch: Sequence[dict[str, Any]]) -> list[str]:
-    """The ids of a posted batch that belong to the log, in order."""
-    return [str(event["id"]) for event in batch if event.get("kind") not in NOT_IN_LOG]
+    """The ids of a posted batch, in order."""
+    return [str(event["id"]) for event in batch]
+
+
+def changes_state(batch: Sequence[dict[str, Any]]) -> bool:
+    """Whether the batch reports a change of the conversation's state (its status...)."""
+    return any(event.get("kind") == STATE_UPDATE for event in batch)
 
 
 def pull(
