@@ -15,9 +15,10 @@ file and a length marker. Here each of those maps onto the store:
   that event, which the log already says: a base state equal to the stored one with HEAD
   moved over the events since is not written (at most ``MAX_LAG`` events behind), so a step
   is one write, the event's (docs/openhands.md, "Base state");
-- the lock file is a lock between the threads of this process. Processes need none: each
-  event is appended at the version its file name gives, so of two processes the second is
-  refused (``ConcurrencyError``) whether or not they take turns;
+- the lock file is a lock between the threads that share this file store (and so the SDK's
+  ``EventLog`` over it). Other processes, and other file stores of the conversation, need
+  none: each event is appended at the version its file name gives, so of two writers the
+  second is refused (``ConcurrencyError``) whether or not they take turns;
 - the length marker tells ``EventLog`` whether another process appended since it last looked.
   Here the answer is always "no": if one did, the append's expected version catches it (a
   marker would instead make the SDK resynchronise and write on top, a sibling branch).
@@ -48,15 +49,6 @@ _MAX_WINDOW = 65_536
 #: Events a base state left unwritten may trail its log by: a read replays them.
 MAX_LAG = 64
 
-_LOCKS: dict[tuple[int, str], threading.Lock] = {}
-_LOCKS_GUARD = threading.Lock()
-
-
-def _thread_lock(store: EventStore, conversation_id: str) -> threading.Lock:
-    # One lock per conversation and store, however many file stores the threads hold.
-    with _LOCKS_GUARD:
-        return _LOCKS.setdefault((id(store), conversation_id), threading.Lock())
-
 
 class ViewstoreFileStore(FileStore):
     """One conversation's SDK files, kept in ``store`` (pass as ``file_store=``)."""
@@ -72,6 +64,7 @@ class ViewstoreFileStore(FileStore):
         # version it was stored at; None when unknown (nothing written by us since a listing).
         self._implied: dict[str, Any] | None = None
         self._stored_at = 0
+        self._lock = threading.Lock()
 
     @property
     def seen_version(self) -> int:
@@ -162,13 +155,12 @@ class ViewstoreFileStore(FileStore):
 
     @contextmanager
     def lock(self, path: str, timeout: float = 30.0) -> Iterator[None]:
-        lock = _thread_lock(self.store, self.conversation_id)
-        if not lock.acquire(timeout=max(timeout, 0.0)):
+        if not self._lock.acquire(timeout=max(timeout, 0.0)):
             raise TimeoutError(f"lock {path!r} of {self.conversation_id!r} not acquired in time")
         try:
             yield
         finally:
-            lock.release()
+            self._lock.release()
 
     # -- resume at the cost of the view ---------------------------------------------------
 
