@@ -139,8 +139,8 @@ def inactive(conn: Connection, before: datetime, limit: int) -> list[str]:
     ``ix_conversations_forked_from`` (:func:`prefer_indexes`). One statement with the forks as
     a subquery read every fork source, and was planned as a sequential scan of every
     conversation where there were no statistics; a correlated ``NOT EXISTS`` Citus refuses
-    across shards. Neither
-    statement names one conversation: on Citus each runs on every shard, from its indexes."""
+    across shards. Neither statement names one conversation: on Citus each runs on every
+    shard, from its indexes."""
     c = conversations
     prefer_indexes(conn)
     moment = comparable(conn, before)
