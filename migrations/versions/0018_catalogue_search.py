@@ -17,9 +17,10 @@ pg_trgm``, in the store's schema) where it is available and the migrating role m
 but log that search reads every id (docs/operations.md). SQLite has no such index; its search
 reads the ids, from the primary key.
 
-Built like revision 0017's: on a store holding conversations ``CREATE INDEX CONCURRENTLY``
-outside the migration's transaction (partitioned: ``ON ONLY`` the parent, each partition's
-concurrently, attached), on an empty store in the transaction. The drift check leaves the
+Built like revision 0017's (``viewstore.store.online_index``): on a store holding
+conversations ``CREATE INDEX CONCURRENTLY`` outside the migration's transaction (partitioned:
+``ON ONLY`` the parent, each partition's concurrently, attached), on an empty store in the
+transaction. The drift check leaves the
 index out (``viewstore.store.schema.OPTIONAL_INDEXES``): a store has it or not.
 """
 
@@ -30,7 +31,7 @@ import logging
 import sqlalchemy as sa
 from alembic import op
 
-from viewstore.store.revisions import MIGRATION_LOCK_KEY
+from viewstore.store import online_index
 
 revision = "0018"
 down_revision = "0017"
@@ -76,67 +77,7 @@ def upgrade() -> None:
     schema = _trigram_schema(bind)
     if schema is None:
         return
-    columns = f'USING gin (id "{schema}".gin_trgm_ops)'
-    populated = bool(bind.execute(sa.text("SELECT EXISTS (SELECT 1 FROM conversations)")).scalar())
-    if not populated:
-        bind.execute(sa.text(f"CREATE INDEX IF NOT EXISTS {NAME} ON conversations {columns}"))
-        return
-    # As in revision 0017: the concurrent build outside any transaction, the lock after.
-    bind.commit()
-    autocommit = bind.execution_options(isolation_level="AUTOCOMMIT")
-    try:
-        partitions = [
-            str(name)
-            for name in autocommit.execute(
-                sa.text(
-                    "SELECT inhrelid::regclass::text FROM pg_inherits "
-                    "WHERE inhparent = to_regclass('conversations') ORDER BY 1"
-                )
-            ).scalars()
-        ]
-        _build(autocommit, columns, partitions)
-    finally:
-        bind.commit()
-        bind.execution_options(isolation_level=bind.default_isolation_level)
-    bind.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
-
-
-def _build(conn: sa.Connection, columns: str, partitions: list[str]) -> None:
-    _drop_invalid(conn, NAME)
-    if not partitions:
-        conn.execute(
-            sa.text(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {NAME} ON conversations {columns}")
-        )
-        return
-    conn.execute(sa.text(f"CREATE INDEX IF NOT EXISTS {NAME} ON ONLY conversations {columns}"))
-    for partition in partitions:
-        child = f"{partition.split('.')[-1]}_id_trgm_idx"
-        _drop_invalid(conn, child)
-        conn.execute(
-            sa.text(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {child} ON {partition} {columns}")
-        )
-        attached = conn.execute(
-            sa.text(
-                "SELECT EXISTS (SELECT 1 FROM pg_inherits WHERE inhparent = to_regclass(:p) "
-                "AND inhrelid = to_regclass(:c))"
-            ),
-            {"p": NAME, "c": child},
-        ).scalar()
-        if not attached:
-            conn.execute(sa.text(f"ALTER INDEX {NAME} ATTACH PARTITION {child}"))
-
-
-def _drop_invalid(conn: sa.Connection, name: str) -> None:
-    """An index a failed concurrent build left behind (invalid, never used): built again."""
-    invalid = conn.execute(
-        sa.text(
-            "SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid "
-            "WHERE i.indexrelid = to_regclass(:n) AND NOT i.indisvalid AND c.relkind = 'r')"
-        ),
-        {"n": name},
-    ).scalar()
-    if invalid:
-        conn.execute(sa.text(f"DROP INDEX CONCURRENTLY {name}"))
+    online_index.create(bind, "conversations", [(NAME, f'USING gin (id "{schema}".gin_trgm_ops)')])
 
 
 def downgrade() -> None:

@@ -81,12 +81,15 @@ def _plans(store: EventStore, **search: Any) -> list[list[str]]:
 
 
 def _indexes(store: EventStore) -> dict[str, bool]:
+    """The trigram index and each partition's part of it, and whether each is valid."""
     with store.engine.connect() as conn:
         rows = conn.execute(
             text(
                 "SELECT c.relname, i.indisvalid FROM pg_index i "
-                "JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname LIKE '%id_trgm%'"
-            )
+                "JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = :n OR i.indexrelid "
+                "IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = to_regclass(:n))"
+            ),
+            {"n": NAME},
         )
         return {str(name): bool(valid) for name, valid in rows}
 

@@ -57,9 +57,7 @@ class AuditMethods(StoreCore):
         survivors = {id(item) for item in kept}  # enforcement keeps the very items
         positions = [i for i, item in enumerate(current) if id(item) in survivors]
         _, indices = IndexTracker.scan(kept)
-        return replace(
-            live, events=live.events.at(positions), manipulation_indices=sorted(indices)
-        )
+        return replace(live, events=live.events.at(positions), manipulation_indices=sorted(indices))
 
     def replay(self, conversation_id: ConversationId, *, as_of: int | None = None) -> StoredView:
         """The live view recomputed from the log by the pure engine (no view rows read)."""
