@@ -1,5 +1,6 @@
 """A base state the file store leaves unwritten (the log implies it) reads back as the SDK
-wrote it: driven side by side with the SDK's own ``LocalFileStore`` through random steps."""
+wrote it: driven side by side with the SDK's own ``LocalFileStore`` through random steps. And
+what that buys: on PostgreSQL such a step sends the server one statement, the append."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import json
 import random
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+import psycopg
 import pytest
 
 pytest.importorskip("openhands.sdk", reason="openhands.sdk is not importable")
@@ -19,7 +21,9 @@ from openhands.sdk.event.conversation_state import ConversationStateUpdateEvent
 from openhands.sdk.io import LocalFileStore
 from openhands.sdk.testing import TestLLM
 from openhands.sdk.workspace import LocalWorkspace
+from sqlalchemy import event as sa_event
 
+import viewstore
 from viewstore import EventStore
 from viewstore.importers.export import stored_base_state
 from viewstore.openhands import ViewstoreFileStore
@@ -118,3 +122,46 @@ def test_a_lagging_base_state_is_written_every_max_lag_events(db_url: str, tmp_p
             lags.append(found.behind)
         assert max(lags) == MAX_LAG
         assert lags.count(0) == len(lags) // (MAX_LAG + 1)  # rewritten every MAX_LAG + 1
+
+
+class _Recording(psycopg.Cursor[Any]):
+    sent: ClassVar[list[str]] = []
+
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        _Recording.sent.append(str(query))
+        return super().execute(query, params, **kwargs)
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+def test_a_step_whose_base_state_the_log_implies_is_one_statement(
+    db_url: str, tmp_path: Path
+) -> None:
+    """What the README says of a step on PostgreSQL: the append, one call; nothing else
+    reaches the server (no lock, no base-state write)."""
+    engine = viewstore.create_engine(db_url)
+
+    @sa_event.listens_for(engine, "connect")
+    def _record(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.cursor_factory = _Recording
+
+    cid = uuid.uuid4()
+    with EventStore(engine) as store:
+        store.create_schema()
+        state = ConversationState.create(
+            id=cid,
+            agent=Agent(llm=TestLLM.from_messages([]), tools=[]),
+            workspace=LocalWorkspace(working_dir=str(tmp_path)),
+            file_store=ViewstoreFileStore(store, cid),
+        )
+        counts = []
+        for i in range(12):
+            event: Any = MessageEvent(
+                source="agent",
+                llm_message=Message(role="assistant", content=[TextContent(text=str(i))]),
+            )
+            _Recording.sent = []
+            state.append_event(event)
+            counts.append(len(_Recording.sent))
+        assert counts[2:] == [1] * 10, counts  # after the first appends set the tail up
+        assert "viewstore_append_rows" in _Recording.sent[0]
+    engine.dispose()
