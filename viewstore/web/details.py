@@ -87,6 +87,10 @@ def list_data(
                 "events": s.version,
                 "view_length": s.view_length,
                 "unhandled_condensation_request": s.unhandled_condensation_request,
+                "title": s.title,
+                "agent_server": s.agent_server,
+                "execution_status": s.execution_status,
+                "llm_model": s.llm_model,
             }
             for s in rows
         ],
