@@ -38,7 +38,7 @@ from benchmarks import (
     bench_view,
     bench_web,
 )
-from viewstore.store.roles import role_names
+from viewstore.store.database.roles import role_names
 
 QUICK_VIEW = ["--events", "600", "--repeat", "3", "--block", "50"]
 QUICK_STORE = ["--large", "600", "--blocks", "2", "--block", "5", "--repeat", "2"]
