@@ -1,12 +1,13 @@
 """The core of ``EventStore``: its engine, its settings and its transactions.
 
 Every public method of the store is one transaction, opened by ``_read`` or ``_write`` here;
-the helpers in ``rows``, ``reads``, ``audit`` and the other row modules take the connection
-and never commit. Driver errors are translated on the way out by ``translated()``. The
-methods themselves live in a few small classes, one per concern, that ``EventStore`` joins:
-``event_store`` (appending, reading a view or log, the feed), ``browsing`` (the catalogue,
-condensations, events by id), ``adapter_api`` (what an adapter such as viewstore.openhands
-needs), ``audit_api`` (replay, verify, checkpoint, rebuild) and ``lifecycle_api`` (erase).
+the helpers in the sub-packages (``append.rows``, ``read.reads``, ``audit.audit`` and the
+other row modules) take the connection and never commit. Driver errors are translated on the
+way out by ``translated()``. The methods themselves live in a few small classes, one per
+concern, that ``EventStore`` joins: ``event_store`` (appending, reading a view or log, the
+feed), ``browsing_api`` (the catalogue, condensations, events by id), ``adapter_api`` (what
+an adapter such as viewstore.openhands needs), ``audit_api`` (replay, verify, checkpoint,
+rebuild) and ``lifecycle_api`` (erase).
 """
 
 from __future__ import annotations
