@@ -40,7 +40,7 @@ from benchmarks import (
     bench_web,
     bench_web_load,
 )
-from viewstore.store.roles import role_names
+from viewstore.store.database.roles import role_names
 
 QUICK_VIEW = ["--events", "600", "--repeat", "3", "--block", "50"]
 QUICK_STORE = ["--large", "600", "--blocks", "2", "--block", "5", "--repeat", "2"]

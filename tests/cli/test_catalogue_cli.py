@@ -15,7 +15,7 @@ from sqlalchemy import text
 
 from viewstore import EventStore
 from viewstore.demo import run_demo
-from viewstore.store.source_info import SourceInfo
+from viewstore.store.adapters.source_info import SourceInfo
 
 from ._process import SCRIPT, clean_env, error_line, run
 

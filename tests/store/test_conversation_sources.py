@@ -11,8 +11,8 @@ from sqlalchemy import text
 
 from viewstore import EventStore
 from viewstore.errors import InvalidArgumentError
-from viewstore.store import migrate
-from viewstore.store.source_info import SourceInfo
+from viewstore.store.adapters.source_info import SourceInfo
+from viewstore.store.database import migrate
 
 from ..ops._helpers import message
 

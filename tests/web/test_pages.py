@@ -9,7 +9,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from viewstore import EventStore
-from viewstore.store.source_info import SourceInfo
+from viewstore.store.adapters.source_info import SourceInfo
 from viewstore.web import create_app, details
 from viewstore.web.details import SORTS
 

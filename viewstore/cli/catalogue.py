@@ -11,8 +11,8 @@ from rich.table import Table
 
 from viewstore.cli.app import Context, cli, json_option, pass_state
 from viewstore.cli.render import print_table
-from viewstore.store.catalogue import MAX_LIMIT, Order
-from viewstore.store.feed import MAX_FEED_LIMIT, FeedEntry
+from viewstore.store.read.catalogue import MAX_LIMIT, Order
+from viewstore.store.read.feed import MAX_FEED_LIMIT, FeedEntry
 
 _ORDERS: dict[str, Order] = {
     "id": "id",

@@ -7,7 +7,7 @@ from typing import Any
 
 from viewstore.errors import InvalidArgumentError
 from viewstore.store import EventStore
-from viewstore.store.catalogue import EXACT_COUNT_LIMIT, ConversationInfo, Order
+from viewstore.store.read.catalogue import EXACT_COUNT_LIMIT, ConversationInfo, Order
 from viewstore.web.content import parse
 from viewstore.web.model import NotFound, _view, event_row, sequence_diff
 

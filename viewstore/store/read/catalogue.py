@@ -27,8 +27,8 @@ from typing import Any, Literal
 from sqlalchemy import Connection, and_, func, select, text, tuple_
 
 from viewstore.errors import InvalidArgumentError
-from viewstore.store.reads import aware, comparable
-from viewstore.store.schema import conversation_sources, conversations, events
+from viewstore.store.database.schema import conversation_sources, conversations, events
+from viewstore.store.read.reads import aware, comparable
 
 Order = Literal["id", "created_at", "updated_at", "version", "view_length"]
 ORDERS: tuple[Order, ...] = ("id", "created_at", "updated_at", "version", "view_length")
