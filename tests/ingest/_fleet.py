@@ -270,7 +270,7 @@ class AgentServer:
 
 
 def start_agent_server(
-    name: str, folder: Path, ingest_url: str | None, **webhook: Any
+    name: str, folder: Path, ingest_url: str | None, *, start_timeout: float = 90, **webhook: Any
 ) -> AgentServer:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "work").mkdir(exist_ok=True)
@@ -309,7 +309,7 @@ def start_agent_server(
             stderr=subprocess.STDOUT,
         )
     try:
-        wait_until(lambda: _answers(server), 90, f"agent server {name}", interval=0.3)
+        wait_until(lambda: _answers(server), start_timeout, f"agent server {name}", interval=0.3)
     except AssertionError:
         server.stop()
         raise AssertionError(f"agent server {name} did not start: {server.log_tail()}") from None
