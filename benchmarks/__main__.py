@@ -9,8 +9,9 @@ store-postgresql.json, web-sqlite.json, web-postgresql.json, web-load-sqlite.jso
 web-load-postgresql.json, prune-sqlite.json,
 prune-postgresql.json, scale-sqlite.json, scale-postgresql.json, fork-sqlite.json,
 fork-postgresql.json, server-append.json,
-partitions.json, and openhands-sqlite.json /
-openhands-postgresql.json where the OpenHands SDK is installed).
+partitions.json, openhands-sqlite.json /
+openhands-postgresql.json where the OpenHands SDK is installed, and ingest.json where
+openhands-agent-server is: ``.venv-agent-server``).
 ``--quick`` shrinks every size, for a smoke test of the suite itself: its figures mean nothing.
 """
 
@@ -59,6 +60,25 @@ def _openhands(url: str, results: Path, backend: str, quick: bool) -> None:
     bench_openhands.main(
         ["--url", url, "--output", str(output), *(QUICK_OPENHANDS if quick else [])]
     )
+
+
+#: Two servers, one short conversation each: every path (direct, one and two ingests) once.
+QUICK_INGEST = ["--servers", "2", "--conversations", "1", "--rounds", "3"]
+
+
+def _ingest(server_url: str, results: Path, quick: bool) -> None:
+    """The ingest from real agent servers (bench_ingest), where the agent server can be
+    imported; it makes its own scratch databases on the server."""
+    try:
+        from benchmarks import bench_ingest  # noqa: PLC0415 - needs openhands-agent-server
+    except ImportError as error:
+        print(f"(no ingest measures: openhands-agent-server is not importable: {error})")
+        return
+    output = results / "ingest.json"
+    if bench_ingest.main(
+        ["--postgres-url", server_url, "--output", str(output)] + (QUICK_INGEST if quick else [])
+    ):
+        raise RuntimeError(f"the ingest stored conversations unlike their servers' logs: {output}")
 
 
 QUICK_WEB = ["--events", "600", "--repeat", "2"]
@@ -204,6 +224,8 @@ def _postgres(postgres_url: str, quick: bool, results: Path) -> None:
                 *(QUICK_PARTITIONS if quick else []),
             ]
         )
+    print("\n== ingest from agent servers, PostgreSQL", flush=True)
+    _ingest(postgres_url, results, quick)
 
 
 if __name__ == "__main__":

@@ -57,6 +57,8 @@ from tests.ingest._fleet import (
     write_sources,
 )
 from viewstore import EventStore
+from viewstore.ingest.agent_server import AgentServerClient
+from viewstore.ingest.sources import Source
 
 #: What the agent server's webhook sends per post unless configured otherwise.
 DEFAULT_BATCH = int(WebhookSpec.model_fields["event_buffer_size"].default)
@@ -196,6 +198,31 @@ def direct(url: str, found: Fleet, batch: int) -> dict[str, Any]:
         }
 
 
+def rest_reads(found: Fleet, batch: int) -> dict[str, Any]:
+    """The agent servers' share of a post: the page each post makes the ingest read (its
+    ``events/search`` from the stored tail, ``limit`` = batch + 1), through the ingest's own
+    client, one thread per server, no store."""
+    clients = [
+        AgentServerClient(Source(server.name, server.url, server.key)) for server in found.servers
+    ]
+    tails: dict[str, str] = {}
+
+    def read(index: int, key: str, events: list[dict[str, Any]]) -> int:
+        tail = tails.get(key)
+        page = clients[index].events(key, page_id=tail, limit=len(events) + (tail is not None))
+        tails[key] = events[-1]["id"]
+        return len(page.items)
+
+    seconds, latencies, sizes = _in_threads(found.plans(batch), read)
+    return {
+        "pages": len(latencies),
+        "events": sum(sizes),
+        "seconds": round(seconds, 3),
+        "pages_per_s": round(len(latencies) / seconds, 1),
+        **_percentiles(latencies),
+    }
+
+
 def ingest(url: str, found: Fleet, batch: int, processes: int, folder: Path) -> dict[str, Any]:
     """The posts through ``processes`` real ``viewstore ingest`` processes on one store."""
     with EventStore(url) as store:
@@ -252,9 +279,11 @@ def measure(  # noqa: PLR0917
                 "rounds": rounds,
                 "batch": batch,
                 "events": found.events,
+                "posts": sum(len(plan) for plan in found.plans(batch)),
             }
             with scratch_postgres(server_url) as url:
                 results["direct"] = direct(url, found, batch)
+            results["rest_reads"] = rest_reads(found, batch)
             results["ingest"] = {}
             for count in processes:
                 with scratch_postgres(server_url) as url:
@@ -281,6 +310,11 @@ def report(results: dict[str, Any]) -> str:
         f"  direct EventStore.append, {results['servers']} threads: "
         f"{one['events_per_s']} events/s; per append p50 {one['p50_ms']} ms, "
         f"p95 {one['p95_ms']} ms, p99 {one['p99_ms']} ms"
+    )
+    reads = results["rest_reads"]
+    lines.append(
+        f"  the agent servers' REST page per post alone: {reads['pages_per_s']} pages/s; "
+        f"p50 {reads['p50_ms']} ms, p95 {reads['p95_ms']} ms, p99 {reads['p99_ms']} ms"
     )
     for count, row in results["ingest"].items():
         lines.append(
