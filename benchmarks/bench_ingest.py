@@ -21,6 +21,9 @@ commit (issue 22). Needs ``openhands-agent-server`` (``.venv-agent-server``).
 3. The baseline, same run: the same batches appended straight to a fresh store
    (``EventStore.append`` with ``expected_version``, from N threads sharing one store as the
    ingest's threads do): no HTTP, no REST reads. Reported: ingest over direct throughput.
+   Between the two, where a post's time goes: the REST page each post makes the ingest read,
+   alone (no store); and the ingest's work per post (``pull``, the info refresh after a state
+   update) called in this process on a fresh store (no HTTP, no uvicorn).
 4. Every stored conversation equals its server's log (its REST search), in each store.
 """
 
@@ -58,6 +61,8 @@ from tests.ingest._fleet import (
 )
 from viewstore import EventStore
 from viewstore.ingest.agent_server import AgentServerClient
+from viewstore.ingest.app import _refresh_info
+from viewstore.ingest.pull import changes_state, pull, wanted_ids
 from viewstore.ingest.sources import Source
 
 #: What the agent server's webhook sends per post unless configured otherwise.
@@ -223,6 +228,35 @@ def rest_reads(found: Fleet, batch: int) -> dict[str, Any]:
     }
 
 
+def in_process(url: str, found: Fleet, batch: int) -> dict[str, Any]:
+    """What a post makes the ingest do (``pull``, and the info refresh after a batch with a
+    state update), called in this process from one thread per server: the ingest without
+    HTTP, uvicorn or JSON parsing."""
+    clients = [
+        AgentServerClient(Source(server.name, server.url, server.key)) for server in found.servers
+    ]
+    with EventStore(url) as store:
+        store.create_schema()
+
+        def post(index: int, key: str, events: list[dict[str, Any]]) -> int:
+            result = pull(store, clients[index], key, wanted_ids(events))
+            if changes_state(events):
+                _refresh_info(store, clients[index], key)
+            return result.appended
+
+        seconds, latencies, appended = _in_threads(found.plans(batch), post)
+        stored = _stored(store, found)
+        return {
+            "posts": len(latencies),
+            "events": stored,
+            "appended": sum(appended),
+            "seconds": round(seconds, 3),
+            "events_per_s": round(stored / seconds, 1),
+            **_percentiles(latencies),
+            "stored_equals_server": found.equals_servers(store),
+        }
+
+
 def ingest(url: str, found: Fleet, batch: int, processes: int, folder: Path) -> dict[str, Any]:
     """The posts through ``processes`` real ``viewstore ingest`` processes on one store."""
     with EventStore(url) as store:
@@ -284,6 +318,8 @@ def measure(  # noqa: PLR0917
             with scratch_postgres(server_url) as url:
                 results["direct"] = direct(url, found, batch)
             results["rest_reads"] = rest_reads(found, batch)
+            with scratch_postgres(server_url) as url:
+                results["in_process"] = in_process(url, found, batch)
             results["ingest"] = {}
             for count in processes:
                 with scratch_postgres(server_url) as url:
@@ -293,9 +329,12 @@ def measure(  # noqa: PLR0917
         count: round(figures["events_per_s"] / rate, 3) if rate else None
         for count, figures in results["ingest"].items()
     }
-    results["stored_equals_server"] = results["direct"]["stored_equals_server"] and all(
-        figures["stored_equals_server"] for figures in results["ingest"].values()
+    results["in_process_over_direct"] = (
+        round(results["in_process"]["events_per_s"] / rate, 3) if rate else None
     )
+    results["stored_equals_server"] = all(
+        results[side]["stored_equals_server"] for side in ("direct", "in_process")
+    ) and all(figures["stored_equals_server"] for figures in results["ingest"].values())
     return results
 
 
@@ -315,6 +354,12 @@ def report(results: dict[str, Any]) -> str:
     lines.append(
         f"  the agent servers' REST page per post alone: {reads['pages_per_s']} pages/s; "
         f"p50 {reads['p50_ms']} ms, p95 {reads['p95_ms']} ms, p99 {reads['p99_ms']} ms"
+    )
+    pulls = results["in_process"]
+    lines.append(
+        f"  the ingest's work per post in this process (pull + info refresh, no HTTP): "
+        f"{pulls['events_per_s']} events/s ({results['in_process_over_direct']}x direct); "
+        f"p50 {pulls['p50_ms']} ms, p95 {pulls['p95_ms']} ms, p99 {pulls['p99_ms']} ms"
     )
     for count, row in results["ingest"].items():
         lines.append(

@@ -30,6 +30,10 @@ def test_the_quick_ingest_benchmark(pg_server_url: str, tmp_path: Path) -> None:
     reads = results["rest_reads"]  # each post's page: its events and the stored tail before
     assert reads["pages"] == results["posts"]
     assert reads["events"] == results["events"] + results["posts"] - results["conversations"]
+    pulls = results["in_process"]
+    assert pulls["posts"] == results["posts"]
+    assert pulls["appended"] == pulls["events"] == results["events"]
+    assert pulls["stored_equals_server"] is True
     assert set(results["ingest"]) == {"1", "2"}
     for figures in results["ingest"].values():
         assert figures["posts"] == figures["ok"] == results["posts"]
