@@ -14,6 +14,7 @@ from starlette.testclient import TestClient
 
 from viewstore import EventStore
 from viewstore.ingest.app import Limits, create_app
+from viewstore.ingest.pull import changes_state
 from viewstore.ingest.sources import Source, Sources
 from viewstore.web import create_app as create_viewer
 
@@ -141,3 +142,15 @@ def test_sources_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("A_KEY")
     with pytest.raises(ValueError, match="A_KEY"):
         Sources.load()
+
+
+def test_which_batches_refresh_the_conversation_info() -> None:
+    """A state update refreshes the info unless it is one the catalogue keeps nothing of (the
+    ``stats`` update the agent server logs after every LLM call)."""
+    stats = {"kind": "ConversationStateUpdateEvent", "id": "s1", "key": "stats", "value": {}}
+    status = {**stats, "id": "s2", "key": "execution_status", "value": "finished"}
+    snapshot = {**stats, "id": "s3", "key": "full_state", "value": {}}
+    assert not changes_state([EVENT, stats])
+    assert changes_state([EVENT, stats, status])
+    assert changes_state([snapshot])
+    assert not changes_state([EVENT])

@@ -72,9 +72,18 @@ def wanted_ids(batch: Sequence[dict[str, Any]]) -> list[str]:
     return [str(event["id"]) for event in batch]
 
 
+#: State updates that change nothing the catalogue keeps (the agent server 1.58.2 logs a
+#: ``stats`` update after every LLM call: refreshing the info on each cost a third of a post).
+NOT_INFO = frozenset({"stats"})
+
+
 def changes_state(batch: Sequence[dict[str, Any]]) -> bool:
-    """Whether the batch reports a change of the conversation's state (its status...)."""
-    return any(event.get("kind") == STATE_UPDATE for event in batch)
+    """Whether the batch reports a change of the conversation's state that the catalogue
+    keeps (its execution status, its agent, a full snapshot...): every state update but
+    those of ``NOT_INFO``."""
+    return any(
+        event.get("kind") == STATE_UPDATE and event.get("key") not in NOT_INFO for event in batch
+    )
 
 
 def pull(
