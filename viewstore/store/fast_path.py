@@ -242,12 +242,13 @@ def write_postgres(engine: Engine, p: Plan, *, server_function: bool = False) ->
     else:
         sql, params = postgres_statement(engine.dialect, p)
     with engine.connect() as conn, driver_errors(conn):
-        driver = conn.connection.driver_connection
+        # psycopg's connection, or SQLAlchemy's blocking face of psycopg's asyncio one
+        driver = conn.connection.dbapi_connection
         assert driver is not None
         driver.autocommit = True
         try:
             row = driver.execute(sql, params).fetchone()
-        except driver.Error as error:
+        except conn.dialect.loaded_dbapi.Error as error:
             if unique_violation(error):  # an id already stored (in whatever form it is said)
                 return False
             raise
@@ -301,17 +302,18 @@ def write_sqlite(engine: Engine, p: Plan) -> bool:
             # The error in flight says why (a full disk, say); a failed rollback must not take
             # its place, and the pool's reset on check-in rolls back whatever is left.
             with suppress(sqlite3.Error):
-                _rollback(driver)
+                _rollback(conn)
             raise
-        _rollback(driver)
+        _rollback(conn)
         return False
 
 
-def _rollback(driver: Any) -> None:
+def _rollback(conn: Connection) -> None:
     # SQLite rolls the whole transaction back by itself on some errors (SQLITE_FULL, an I/O
-    # error, SQLITE_NOMEM...): a ROLLBACK then fails with "no transaction is active".
-    if driver.in_transaction:
-        driver.execute("ROLLBACK")
+    # error, SQLITE_NOMEM...): a ROLLBACK then fails with "no transaction is active". The
+    # driver's own connection tells (sqlite3's or aiosqlite's; SQLAlchemy's adapter does not).
+    if conn.connection.driver_connection.in_transaction:  # type: ignore[union-attr]
+        conn.connection.dbapi_connection.execute("ROLLBACK")  # type: ignore[union-attr]
 
 
 def _write_sqlite(conn: Connection, p: Plan) -> bool:
@@ -330,11 +332,12 @@ def _write_sqlite(conn: Connection, p: Plan) -> bool:
     # Close before opening: a position closed and opened again in one batch has both rows.
     closed = _closed_index_rows(p)
     if closed:
-        driver.executemany(_SQLITE_CLOSE_INDEX, closed)
+        driver.cursor().executemany(_SQLITE_CLOSE_INDEX, closed)
     _sqlite_insert_rows(driver, manipulation_indices, _index_rows(p))
     return True
 
 
 def _sqlite_insert_rows(driver: Any, table: Table, table_rows: list[dict[str, Any]]) -> None:
     if table_rows:
-        driver.executemany(_sqlite_insert(table, tuple(table_rows[0])), table_rows)
+        # A cursor's: SQLAlchemy's adapter of aiosqlite has no connection-level executemany.
+        driver.cursor().executemany(_sqlite_insert(table, tuple(table_rows[0])), table_rows)

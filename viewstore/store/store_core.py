@@ -22,6 +22,8 @@ from viewstore.chain import resolve_key
 from viewstore.errors import InvalidArgumentError, UnsupportedDatabaseError
 from viewstore.store import migrate, reads, slow
 from viewstore.store.engine import (
+    ASYNC_SUPPORTED,
+    SUPPORTED,
     WRITE,
     check_engine,
     check_schema,
@@ -72,7 +74,7 @@ class StoreCore:
         self._chain_key = resolve_key(chain_key)
         check_schema(schema)
         if isinstance(url_or_engine, Engine):
-            check_supported(url_or_engine.url)
+            check_supported(url_or_engine.url, SUPPORTED | ASYNC_SUPPORTED)
             check_engine(url_or_engine, schema)
             self.engine = url_or_engine
             self._owns_engine = False
