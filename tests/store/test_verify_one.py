@@ -16,6 +16,7 @@ from ._helpers import S, U
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
+ASYNC_TOO = True
 
 
 @contextmanager

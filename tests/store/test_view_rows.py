@@ -21,6 +21,7 @@ from ._helpers import A, C, M, O, R, S, U, Vector, X, load_vectors
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
+ASYNC_TOO = True
 
 CID = "conv"
 TIMESTAMP = "2026-01-02T03:04:05.678901"
