@@ -9,9 +9,7 @@ import asyncio
 import random
 from collections import Counter
 
-import pytest
-
-from viewstore import AsyncEventStore, EventStore
+from viewstore import AsyncEventStore
 
 from ..ops._helpers import message
 

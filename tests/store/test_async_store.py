@@ -139,9 +139,11 @@ def test_tasks_of_one_loop_take_turns_at_the_conversation_lock(db_url: str) -> N
             await store.create_schema()
             await asyncio.wait_for(asyncio.gather(*(hold(store, n) for n in range(8))), 20)
             with pytest.raises(TimeoutError):  # a holder keeps it; a short wait gives up
-                async with store.conversation_lock("c"):
-                    async with store.conversation_lock("c", timeout=0.05):
-                        pass
+                async with (
+                    store.conversation_lock("c"),
+                    store.conversation_lock("c", timeout=0.05),
+                ):
+                    pass
 
     async def hold(store: AsyncEventStore, number: int) -> None:
         async with store.conversation_lock("c", timeout=10):
