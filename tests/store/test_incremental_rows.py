@@ -20,7 +20,6 @@ from ._helpers import A, C, M, O, Payload, R, U, X, count_rows, history
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
-ASYNC_TOO = True
 
 WRITES = ("INSERT", "UPDATE", "DELETE")
 PROJECTION_TABLES = ("view_entries", "manipulation_indices")

@@ -23,7 +23,6 @@ from ._helpers import M, S, U
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
-ASYNC_TOO = True
 
 CID = "conv"
 WAIT = 30.0
