@@ -16,9 +16,15 @@ does: the transaction rolls back and the connection goes back to the pool (docs/
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
-from contextlib import AbstractContextManager, asynccontextmanager
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    asynccontextmanager,
+    nullcontext,
+)
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 from sqlalchemy import Connection
@@ -48,6 +54,19 @@ def _shell(
     async def shell(self: AsyncEventStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         # A partial: greenlet_spawn's own keyword would clash with the method's in the types.
         return await greenlet_spawn(functools.partial(method, self.sync_store, *args, **kwargs))
+
+    return shell
+
+
+def _writer(
+    method: Callable[Concatenate[EventStore, _P], _R],
+) -> Callable[Concatenate[AsyncEventStore, _P], Coroutine[Any, Any, _R]]:
+    """``_shell``, for a method that writes: on SQLite it waits its turn (``_turns``)."""
+
+    @functools.wraps(method)
+    async def shell(self: AsyncEventStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        async with self._turns():
+            return await greenlet_spawn(functools.partial(method, self.sync_store, *args, **kwargs))
 
     return shell
 
@@ -92,6 +111,16 @@ class AsyncEventStore:
             if self._owns_engine:
                 self.engine.sync_engine.dispose(close=False)
             raise
+        self._writers = asyncio.Lock() if self.engine.dialect.name == "sqlite" else None
+
+    def _turns(self) -> AbstractAsyncContextManager[Any]:
+        """On SQLite, this store's writers one at a time, in the order they came. SQLite has a
+        single write lock, and a writer that finds it taken waits in SQLite's busy handler,
+        which sleeps in steps of up to 100 ms: many tasks of one loop appending at once would
+        mostly sleep, the lock often free meanwhile (50 appends at once took over a second
+        that way). The store's own queue hands the lock on at once. Other processes, and
+        ``begin()`` blocks, still meet at SQLite's lock."""
+        return self._writers if self._writers is not None else nullcontext()
 
     @property
     def schema(self) -> str | None:
@@ -121,9 +150,9 @@ class AsyncEventStore:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    create_schema = _shell(EventStore.create_schema)
+    create_schema = _writer(EventStore.create_schema)
     schema_revision = _shell(EventStore.schema_revision)
-    citus_distribute = _shell(EventStore.citus_distribute)
+    citus_distribute = _writer(EventStore.citus_distribute)
 
     # -- writing ------------------------------------------------------------------------
 
@@ -137,13 +166,17 @@ class AsyncEventStore:
     ) -> AppendResult:
         """``EventStore.append``; ``connection`` may also be an ``AsyncConnection`` (as
         ``begin()`` yields) or an ``AsyncSession`` of the store's engine."""
-        return await greenlet_spawn(
+        append = functools.partial(
             self.sync_store.append,
             conversation_id,
             events,
             expected_version=expected_version,
             connection=None if connection is None else _blocking(connection),
         )
+        if connection is not None:  # in the caller's transaction, which has the lock already
+            return await greenlet_spawn(append)
+        async with self._turns():
+            return await greenlet_spawn(append)
 
     @asynccontextmanager
     async def begin(self) -> AsyncIterator[AsyncConnection]:
@@ -175,12 +208,12 @@ class AsyncEventStore:
         else:
             await greenlet_spawn(manager.__exit__, None, None, None)
 
-    save_base_state = _shell(EventStore.save_base_state)
-    save_conversation_info = _shell(EventStore.save_conversation_info)
-    fork = _shell(EventStore.fork)
-    redact = _shell(EventStore.redact)
-    erase = _shell(EventStore.erase)
-    rebuild = _shell(EventStore.rebuild)
+    save_base_state = _writer(EventStore.save_base_state)
+    save_conversation_info = _writer(EventStore.save_conversation_info)
+    fork = _writer(EventStore.fork)
+    redact = _writer(EventStore.redact)
+    erase = _writer(EventStore.erase)
+    rebuild = _writer(EventStore.rebuild)
 
     # -- reading ------------------------------------------------------------------------
 
