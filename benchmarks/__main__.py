@@ -7,7 +7,7 @@ created on it for the run and dropped afterwards. SQLite runs on a temporary fil
 printed and written to ``benchmarks/results/`` (cli.json, view.json, store-sqlite.json,
 store-postgresql.json, web-sqlite.json, web-postgresql.json, prune-sqlite.json,
 prune-postgresql.json, scale-sqlite.json, scale-postgresql.json, fork-sqlite.json,
-fork-postgresql.json, server-append.json,
+fork-postgresql.json, server-append.json, async-sqlite.json, async-postgresql.json,
 partitions.json, and openhands-sqlite.json /
 openhands-postgresql.json where the OpenHands SDK is installed).
 ``--quick`` shrinks every size, for a smoke test of the suite itself: its figures mean nothing.
@@ -28,6 +28,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from benchmarks import (
+    bench_async,
     bench_cli,
     bench_fork,
     bench_partitions,
@@ -66,6 +67,7 @@ SCALE = ["--stages", "1000,10000", "--repeat", "10"]
 QUICK_SCALE = ["--stages", "30,90", "--repeat", "2"]
 QUICK_FORK = ["--events", "300", "--repeat", "1", "--blocks", "2"]
 QUICK_SERVER_APPEND = ["--blocks", "3", "--block", "5"]
+QUICK_ASYNC = ["--conversations", "4", "--appends", "3", "--rounds", "2", "--pool", "4"]
 QUICK_PARTITIONS = ["--blocks", "2", "--block", "5", "--conversations", "2", "--read-size", "200"]
 
 
@@ -135,6 +137,12 @@ def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
     )
     print("\n== viewer pages, SQLite", flush=True)
     bench_web.main(["--url", f"sqlite:///{scratch / 'web.db'}", *web_args])
+    print("\n== asyncio store against a thread pool, SQLite", flush=True)
+    async_db = f"sqlite:///{scratch / 'async.db'}"
+    bench_async.main(
+        ["--url", async_db, "--output", str(results / "async-sqlite.json")]
+        + (QUICK_ASYNC if quick else [])
+    )
     if not postgres_url:
         print("\n(no PostgreSQL: pass --postgres-url or set VIEWSTORE_TEST_POSTGRES_URL)")
         return 0
@@ -167,6 +175,12 @@ def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
         bench_server_append.main(
             ["--url", url, "--output", str(results / "server-append.json")]
             + (QUICK_SERVER_APPEND if quick else [])
+        )
+    print("\n== asyncio store against a thread pool, PostgreSQL", flush=True)
+    with scratch_postgres(postgres_url) as url:
+        bench_async.main(
+            ["--url", url, "--output", str(results / "async-postgresql.json")]
+            + (QUICK_ASYNC if quick else [])
         )
     print("\n== partitioned tables, PostgreSQL", flush=True)
     with scratch_postgres(postgres_url) as plain, scratch_postgres(postgres_url) as split:
