@@ -291,8 +291,7 @@ def write_sqlite(engine: Engine, p: Plan) -> bool:
     already stored. The transaction is the driver's own: SQLAlchemy's begin and commit around
     it cost as much as the writes."""
     with engine.connect() as conn, driver_errors(conn):
-        driver = conn.connection.dbapi_connection
-        assert driver is not None
+        driver = _sqlite_driver(conn)
         driver.execute("BEGIN IMMEDIATE")
         try:
             if _write_sqlite(conn, p):
@@ -302,24 +301,34 @@ def write_sqlite(engine: Engine, p: Plan) -> bool:
             # The error in flight says why (a full disk, say); a failed rollback must not take
             # its place, and the pool's reset on check-in rolls back whatever is left.
             with suppress(sqlite3.Error):
-                _rollback(conn)
+                _rollback(driver)
             raise
-        _rollback(conn)
+        _rollback(driver)
         return False
 
 
-def _rollback(conn: Connection) -> None:
+def _rollback(driver: Any) -> None:
     # SQLite rolls the whole transaction back by itself on some errors (SQLITE_FULL, an I/O
-    # error, SQLITE_NOMEM...): a ROLLBACK then fails with "no transaction is active". The
-    # driver's own connection tells (sqlite3's or aiosqlite's; SQLAlchemy's adapter does not).
-    if conn.connection.driver_connection.in_transaction:  # type: ignore[union-attr]
-        conn.connection.dbapi_connection.execute("ROLLBACK")  # type: ignore[union-attr]
+    # error, SQLITE_NOMEM...): a ROLLBACK then fails with "no transaction is active".
+    if driver.in_transaction:
+        driver.execute("ROLLBACK")
+
+
+def _sqlite_driver(conn: Connection) -> Any:
+    """sqlite3's connection; on the asyncio store, aiosqlite's, behind a blocking face that
+    hands each call to its thread once (viewstore/aio/sqlite.py)."""
+    driver = conn.connection.driver_connection
+    assert driver is not None
+    if isinstance(driver, sqlite3.Connection):
+        return driver
+    from viewstore.aio.sqlite import BlockingConnection  # noqa: PLC0415 - the asyncio store's
+
+    return BlockingConnection(driver)
 
 
 def _write_sqlite(conn: Connection, p: Plan) -> bool:
     now = _datetime_processor(conn.dialect)(p.now)
-    driver = conn.connection.dbapi_connection
-    assert driver is not None
+    driver = _sqlite_driver(conn)
     columns, params = _guard_params(p, now)
     if driver.execute(_guard(columns, ":{}"), params).rowcount != 1:
         return False
@@ -332,12 +341,11 @@ def _write_sqlite(conn: Connection, p: Plan) -> bool:
     # Close before opening: a position closed and opened again in one batch has both rows.
     closed = _closed_index_rows(p)
     if closed:
-        driver.cursor().executemany(_SQLITE_CLOSE_INDEX, closed)
+        driver.executemany(_SQLITE_CLOSE_INDEX, closed)
     _sqlite_insert_rows(driver, manipulation_indices, _index_rows(p))
     return True
 
 
 def _sqlite_insert_rows(driver: Any, table: Table, table_rows: list[dict[str, Any]]) -> None:
     if table_rows:
-        # A cursor's: SQLAlchemy's adapter of aiosqlite has no connection-level executemany.
-        driver.cursor().executemany(_sqlite_insert(table, tuple(table_rows[0])), table_rows)
+        driver.executemany(_sqlite_insert(table, tuple(table_rows[0])), table_rows)
