@@ -5,7 +5,8 @@
 The PostgreSQL server URL defaults to ``VIEWSTORE_TEST_POSTGRES_URL``; a fresh database is
 created on it for the run and dropped afterwards. SQLite runs on a temporary file. Results are
 printed and written to ``benchmarks/results/`` (cli.json, view.json, store-sqlite.json,
-store-postgresql.json, web-sqlite.json, web-postgresql.json, prune-sqlite.json,
+store-postgresql.json, web-sqlite.json, web-postgresql.json, web-load-sqlite.json,
+web-load-postgresql.json, prune-sqlite.json,
 prune-postgresql.json, scale-sqlite.json, scale-postgresql.json, fork-sqlite.json,
 fork-postgresql.json, server-append.json, async-sqlite.json, async-postgresql.json,
 partitions.json, and openhands-sqlite.json /
@@ -38,8 +39,9 @@ from benchmarks import (
     bench_store,
     bench_view,
     bench_web,
+    bench_web_load,
 )
-from viewstore.store.roles import role_names
+from viewstore.store.database.roles import role_names
 
 QUICK_VIEW = ["--events", "600", "--repeat", "3", "--block", "50"]
 QUICK_STORE = ["--large", "600", "--blocks", "2", "--block", "5", "--repeat", "2"]
@@ -67,6 +69,7 @@ SCALE = ["--stages", "1000,10000", "--repeat", "10"]
 QUICK_SCALE = ["--stages", "30,90", "--repeat", "2"]
 QUICK_FORK = ["--events", "300", "--repeat", "1", "--blocks", "2"]
 QUICK_SERVER_APPEND = ["--blocks", "3", "--block", "5"]
+QUICK_WEB_LOAD = ["--events", "300", "--clients", "4", "--seconds", "1", "--workers", "2"]
 QUICK_ASYNC = ["--conversations", "4", "--appends", "3", "--rounds", "2", "--pool", "4"]
 QUICK_PARTITIONS = ["--blocks", "2", "--block", "5", "--conversations", "2", "--read-size", "200"]
 
@@ -109,6 +112,15 @@ def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
     bench_cli.main(["--runs", "3" if quick else "20", "--output", str(results / "cli.json")])
     print("\n== pure view engine", flush=True)
     bench_view.main([*(QUICK_VIEW if quick else []), "--output", str(results / "view.json")])
+    _sqlite(quick, scratch, results)
+    if not postgres_url:
+        print("\n(no PostgreSQL: pass --postgres-url or set VIEWSTORE_TEST_POSTGRES_URL)")
+        return 0
+    _postgres(postgres_url, quick, results)
+    return 0
+
+
+def _sqlite(quick: bool, scratch: Path, results: Path) -> None:
     store_args = ["--results-dir", str(results), *(QUICK_STORE if quick else [])]
     print("\n== SQLite", flush=True)
     bench_store.main(["--url", f"sqlite:///{scratch / 'bench.db'}", *store_args])
@@ -137,15 +149,24 @@ def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
     )
     print("\n== viewer pages, SQLite", flush=True)
     bench_web.main(["--url", f"sqlite:///{scratch / 'web.db'}", *web_args])
+    print("\n== the viewer under load, SQLite", flush=True)
+    load_db = f"sqlite:///{scratch / 'web-load.db'}"
+    load_out = str(results / "web-load-sqlite.json")
+    bench_web_load.main(
+        ["--url", load_db, "--output", load_out, *(QUICK_WEB_LOAD if quick else [])]
+    )
     print("\n== asyncio store against a thread pool, SQLite", flush=True)
     async_db = f"sqlite:///{scratch / 'async.db'}"
     bench_async.main(
         ["--url", async_db, "--output", str(results / "async-sqlite.json")]
         + (QUICK_ASYNC if quick else [])
     )
-    if not postgres_url:
-        print("\n(no PostgreSQL: pass --postgres-url or set VIEWSTORE_TEST_POSTGRES_URL)")
-        return 0
+
+
+def _postgres(postgres_url: str, quick: bool, results: Path) -> None:
+    store_args = ["--results-dir", str(results), *(QUICK_STORE if quick else [])]
+    web_args = ["--results-dir", str(results), *(QUICK_WEB if quick else [])]
+    prune_args = QUICK_PRUNE if quick else []
     print("\n== PostgreSQL", flush=True)
     with scratch_postgres(postgres_url) as url:
         bench_store.main(["--url", url, *store_args, *(QUICK_WRITERS if quick else [])])
@@ -153,6 +174,12 @@ def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
     print("\n== viewer pages, PostgreSQL", flush=True)
     with scratch_postgres(postgres_url) as url:
         bench_web.main(["--url", url, *web_args])
+    print("\n== the viewer under load, PostgreSQL", flush=True)
+    with scratch_postgres(postgres_url) as url:
+        bench_web_load.main(
+            ["--url", url, "--output", str(results / "web-load-postgresql.json")]
+            + (QUICK_WEB_LOAD if quick else [])
+        )
     print("\n== prune, PostgreSQL", flush=True)
     with scratch_postgres(postgres_url) as url:
         bench_prune.main(
@@ -191,7 +218,6 @@ def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
                 *(QUICK_PARTITIONS if quick else []),
             ]
         )
-    return 0
 
 
 if __name__ == "__main__":

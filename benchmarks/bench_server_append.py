@@ -22,7 +22,7 @@ from sqlalchemy import insert
 
 from benchmarks.bench_store import _raw_meta, fresh_events, median, raw_events, save, timed
 from viewstore import EventStore
-from viewstore.store.engine import WRITE
+from viewstore.store.database.engine import WRITE
 
 
 def measure(url: str, blocks: int, block: int, seed: int) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from sqlalchemy import Column, Integer, MetaData, String, Table, Text, insert, t
 
 from benchmarks.bench_view import generate
 from viewstore import EventStore, View, parse_event
-from viewstore.store.engine import WRITE
+from viewstore.store.database.engine import WRITE
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BATCH = 100

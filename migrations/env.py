@@ -7,7 +7,7 @@ the migration runs inside the store's own engine setup.
 
 The revision is kept in viewstore's own version table, never in Alembic's default
 ``alembic_version``, which an application sharing the database may use for its own history
-(viewstore.store.migrate).
+(viewstore.store.database.migrate).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import os
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from viewstore.store.engine import WRITE, create_engine_for, default_url
-from viewstore.store.migrate import VERSION_TABLE, adopt_legacy_version
-from viewstore.store.revisions import migration_lock
-from viewstore.store.schema import compared_on, metadata
+from viewstore.store.database.engine import WRITE, create_engine_for, default_url
+from viewstore.store.database.migrate import VERSION_TABLE, adopt_legacy_version
+from viewstore.store.database.revisions import migration_lock
+from viewstore.store.database.schema import compared_on, metadata
 
 
 def _run(connection: Connection, schema: str | None) -> None:

@@ -27,7 +27,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine, make_url
 
-from viewstore.store.roles import role_names
+from viewstore.store.database.roles import role_names
 
 POSTGRES_URL_ENV = "VIEWSTORE_TEST_POSTGRES_URL"
 REQUIRE_POSTGRES_ENV = "VIEWSTORE_REQUIRE_POSTGRES"
@@ -96,7 +96,7 @@ def _create_database(admin: Engine, server_url: str) -> tuple[str, str]:
 
 def _drop_database(admin: Engine, name: str) -> None:
     """Drop a test database and the roles its migrations created for it (roles belong to the
-    whole server and would outlive it: see viewstore/store/roles.py)."""
+    whole server and would outlive it: see viewstore/store/database/roles.py)."""
     with admin.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         for role in role_names(name).values():

@@ -24,6 +24,9 @@ def test_suite_runs_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert json.loads((tmp_path / "view.json").read_text())["append"]["ratio"] > 0
     web = json.loads((tmp_path / "web-sqlite.json").read_text())
     assert web["condensed"]["pages"]["conversation_now"]["ms"] > 0
+    load = json.loads((tmp_path / "web-load-sqlite.json").read_text())
+    for figures in load["processes"].values():
+        assert figures["long"]["requests"] > 0 and figures["long"]["errors"] == 0
     fork = json.loads((tmp_path / "fork-sqlite.json").read_text())
     assert fork["condensed"]["last"]["rows_written"]["events"] == 0
     assert fork["append_ms"]["fork"] > 0

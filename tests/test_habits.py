@@ -43,7 +43,7 @@ def test_licence_file_is_the_mit_licence_the_metadata_names() -> None:
 def test_every_public_name_resolves() -> None:
     for name in viewstore.__all__:
         assert getattr(viewstore, name) is not None, name
-    assert viewstore.create_engine is viewstore.store.engine.create_engine_for
+    assert viewstore.create_engine is viewstore.store.database.engine.create_engine_for
     with pytest.raises(AttributeError):
         viewstore.no_such_name  # noqa: B018
 

@@ -62,8 +62,8 @@ if TYPE_CHECKING:
         VerifyReport,
         ViewPage,
     )
-    from viewstore.store.engine import create_engine_for as create_engine
-    from viewstore.store.feed import FeedEntry
+    from viewstore.store.database.engine import create_engine_for as create_engine
+    from viewstore.store.read.feed import FeedEntry
     from viewstore.view import ManipulationIndices, View
 
 _ERRORS = "viewstore.errors"
@@ -87,7 +87,7 @@ _WHERE = {
     "DuplicateEventError": _ERRORS,
     "Event": "viewstore.events",
     "EventStore": _STORE,
-    "FeedEntry": "viewstore.store.feed",
+    "FeedEntry": "viewstore.store.read.feed",
     "InvalidArgumentError": _ERRORS,
     "InvalidEventError": _ERRORS,
     "ManipulationIndices": "viewstore.view",
@@ -111,7 +111,7 @@ _WHERE = {
     "ViewPage": _STORE,
     "ViewstoreError": _ERRORS,
     "append_with_retry": "viewstore.retry",
-    "create_engine": "viewstore.store.engine",
+    "create_engine": "viewstore.store.database.engine",
     "parse_event": "viewstore.events",
 }
 _RENAMED = {"create_engine": "create_engine_for"}

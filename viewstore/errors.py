@@ -122,8 +122,8 @@ class ConversationExistsError(ViewstoreError, ValueError):
 class DamagedBaseStateError(ViewstoreError, ValueError):
     """A conversation's stored base state (the OpenHands SDK's ``base_state.json``) is not a
     JSON object, so nothing can resume from it. viewstore checks every base state it writes
-    (viewstore/store/base_state.py): the row was changed by someone who can write the table.
-    A ``ValueError``, as the ``json`` error it replaces was; ``verify`` reports it too."""
+    (viewstore/store/adapters/base_state.py): the row was changed by someone who can write the
+    table. A ``ValueError``, as the ``json`` error it replaces was; ``verify`` reports it too."""
 
     def __init__(self, conversation_id: str, reason: str) -> None:
         self.conversation_id = conversation_id

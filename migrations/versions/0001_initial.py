@@ -160,7 +160,7 @@ def upgrade() -> None:
 def _create_guards() -> None:
     """Make the log append-only in the database itself, not only in our code."""
     if op.get_bind().dialect.name == "postgresql":
-        # Feed columns filled by the database itself at insert (viewstore.store.rows).
+        # Feed columns filled by the database itself at insert (viewstore.store.append.rows).
         op.execute("CREATE SEQUENCE IF NOT EXISTS events_position_seq")
         op.execute(
             "ALTER TABLE events "

@@ -7,12 +7,12 @@ Create Date: 2026-11-23
 New columns on ``view_entries``: ``payload`` (the event's exact JSON; for a summary, the JSON
 of the event its condensation synthesized, which used to be ``summary_payload``), ``source``,
 ``timestamp``, ``parent_id``, ``is_summary``, and ``envelope`` (the event id, U+001F, and the
-fields a read rebuilds the event from as one JSON array; see viewstore.store.stored_events).
+fields a read rebuilds the event from as one JSON array; see viewstore.store.read.stored_events).
 Existing rows are filled from the log. The analyst views read the copies instead of joining
 the log.
 
 The envelope's encoding is frozen here (never import the live code into a migration): it must
-stay what ``viewstore.store.stored_events.envelope`` wrote at this revision.
+stay what ``viewstore.store.read.stored_events.envelope`` wrote at this revision.
 """
 
 from __future__ import annotations

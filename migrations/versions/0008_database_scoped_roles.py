@@ -7,7 +7,7 @@ Create Date: 2026-11-23
 Roles belong to the whole server. Migration 0002 granted the analyst views to one role,
 ``viewstore_reader``, in every viewstore database, so a login in it could read them all. This
 revision takes those grants back and creates, for this database alone (names as in
-viewstore/store/roles.py):
+viewstore/store/database/roles.py):
 
 - ``viewstore_reader_<database>``: SELECT on the analyst views, nothing else;
 - ``viewstore_writer_<database>``: exactly what appends, reads, the feed and ``rebuild`` need
@@ -43,7 +43,7 @@ WRITER_GRANTS = {
     VIEWS: "SELECT",
 }
 
-# The role names, as viewstore.store.roles computes them (frozen here, like table shapes).
+# The role names, as viewstore.store.database.roles computes them (frozen here, like table shapes).
 _NAMES = """
     db text := current_database();
     reader text := 'viewstore_reader_' || db;

@@ -5,7 +5,7 @@ Revises: 0010
 Create Date: 2026-11-24
 
 ``viewstore_append`` does what the fast path's single statement does
-(``viewstore/store/fast_path.py``): it compare-and-sets the conversation row, then inserts the
+(``viewstore/store/append/fast_path.py``): it compare-and-sets the conversation row, then inserts the
 new events, view rows and index rows and closes the indices that stopped holding. Every row
 arrives as one array per column. A PL/pgSQL function keeps the plans of its statements, so the
 server parses and plans them once per session. Each statement names the conversation, so on a

@@ -7,7 +7,7 @@ Create Date: 2026-11-24
 A fork's row names the conversation it was forked from and the seq it was forked at; its
 events 1..fork_seq are that conversation's, read from there, and only its own events (and a
 copy of the view and index rows alive at fork_seq) are stored under its id
-(``viewstore/store/forking.py``). ``family_id`` is the first conversation of the fork's line,
+(``viewstore/store/lifecycle/forking.py``). ``family_id`` is the first conversation of the fork's line,
 which every fork inherits: the key a sharded store can place a whole family by
 (docs/distribution.md). The columns are empty on conversations that are not forks, so existing
 rows need no backfill. No foreign key: a fork and its source may live on different shards, and

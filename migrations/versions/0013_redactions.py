@@ -5,7 +5,7 @@ Revises: 0012
 Create Date: 2026-11-24
 
 ``EventStore.redact`` replaces the content of one event (or of some JSON paths in it) and
-keeps its envelope, so views and indices do not change (``viewstore/store/redaction.py``). A
+keeps its envelope, so views and indices do not change (``viewstore/store/lifecycle/redaction.py``). A
 row in ``redactions`` records each removal: who, when, why, which paths, the digests of the
 payload before and after, the event's chain hash and the one before it, and a hash of the
 record itself (keyed like the chain when the store has a chain key).

@@ -22,14 +22,14 @@ waits for every transaction older than it; appends and reads go on meanwhile. On
 store the parent's index is created ``ON ONLY`` the parent (invalid until complete), each
 partition's concurrently, and each attached to it. Citus propagates a concurrent build to the
 shards. An empty store (a new one, migrated in one transaction) and SQLite get a plain
-``CREATE INDEX`` in the migration's transaction (``viewstore.store.online_index``).
+``CREATE INDEX`` in the migration's transaction (``viewstore.store.database.online_index``).
 """
 
 from __future__ import annotations
 
 from alembic import op
 
-from viewstore.store import online_index
+from viewstore.store.database import online_index
 
 revision = "0017"
 down_revision = "0016"

@@ -17,11 +17,11 @@ pg_trgm``, in the store's schema) where it is available and the migrating role m
 but log that search reads every id (docs/operations.md). SQLite has no such index; its search
 reads the ids, from the primary key.
 
-Built like revision 0017's (``viewstore.store.online_index``): on a store holding
+Built like revision 0017's (``viewstore.store.database.online_index``): on a store holding
 conversations ``CREATE INDEX CONCURRENTLY`` outside the migration's transaction (partitioned:
 ``ON ONLY`` the parent, each partition's concurrently, attached), on an empty store in the
 transaction. The drift check leaves the
-index out (``viewstore.store.schema.OPTIONAL_INDEXES``): a store has it or not.
+index out (``viewstore.store.database.schema.OPTIONAL_INDEXES``): a store has it or not.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import logging
 import sqlalchemy as sa
 from alembic import op
 
-from viewstore.store import online_index
+from viewstore.store.database import online_index
 
 revision = "0018"
 down_revision = "0017"

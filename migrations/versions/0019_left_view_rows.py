@@ -4,7 +4,7 @@ Revision ID: 0019
 Revises: 0018
 Create Date: 2026-11-25
 
-A resume view is the live view less what enforcement removes (``viewstore.store.resume_check``):
+A resume view is the live view less what enforcement removes (``viewstore.store.read.resume_check``):
 besides the live view it reads the rows that left it in the stretch of the log around the
 view's tool events, and the actions that left it of the LLM responses it still holds. Both
 were found by reading every view row of the conversation (its whole history, payload copies
@@ -15,7 +15,7 @@ and all). Two partial indexes name them, and cost nothing on an append (a row en
 - ``ix_view_entries_left_actions``: ``(conversation_id, llm_response_id)`` where
   ``left_seq IS NOT NULL AND role = 'action'``.
 
-Built as revision 0017's indexes are (``viewstore.store.online_index``): online on a
+Built as revision 0017's indexes are (``viewstore.store.database.online_index``): online on a
 PostgreSQL store holding rows, in the migration's transaction otherwise.
 """
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from alembic import op
 
-from viewstore.store import online_index
+from viewstore.store.database import online_index
 
 revision = "0019"
 down_revision = "0018"

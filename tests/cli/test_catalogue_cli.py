@@ -15,6 +15,7 @@ from sqlalchemy import text
 
 from viewstore import EventStore
 from viewstore.demo import run_demo
+from viewstore.store.adapters.source_info import SourceInfo
 
 from ._process import SCRIPT, clean_env, error_line, run
 
@@ -25,6 +26,25 @@ def _store(url: str) -> None:
     with EventStore(url) as store:
         run_demo(store, LONG)
         store.append("short", [{"kind": "MessageEvent", "id": "m1", "source": "user"}])
+
+
+def test_list_shows_what_an_agent_server_said(db_url: str) -> None:
+    _store(db_url)
+    with EventStore(db_url) as store:
+        store.save_conversation_info(
+            SourceInfo("short", "sandbox-7", title="Tidy the repo", execution_status="running")
+        )
+    done = run("list", url=db_url)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert "agent server" in done.stdout
+    row = next(line for line in done.stdout.splitlines() if "short" in line)
+    assert "sandbox-7" in row and "running" in row
+    records = {r["id"]: r for r in json.loads(run("list", "--json", url=db_url).stdout)}
+    assert (records["short"]["agent_server"], records["short"]["title"]) == (
+        "sandbox-7",
+        "Tidy the repo",
+    )
+    assert records[LONG]["agent_server"] is None
 
 
 def test_list_prints_every_record_with_full_ids(db_url: str) -> None:
@@ -48,9 +68,14 @@ def test_list_prints_every_record_with_full_ids(db_url: str) -> None:
         "view_length",
         "unhandled_condensation_request",
         "last_event_kind",
+        "title",
+        "agent_server",
+        "execution_status",
+        "llm_model",
         "cursor",
     ]
     assert (records[0]["version"], records[0]["view_length"]) == (16, 9)
+    assert "agent server" not in done.stdout  # no conversation came from an agent server
 
     paged = run("list", "--json", "--limit", "1", "--offset", "1", url=db_url)
     assert [r["id"] for r in json.loads(paged.stdout)] == ["short"]

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import text
 
 from viewstore import EventStore
-from viewstore.store.schema import metadata
+from viewstore.store.database.schema import metadata
 
 from ._process import error_line, run
 

@@ -14,7 +14,7 @@ from sqlalchemy import create_engine, text
 
 import viewstore
 from viewstore.cli.app import CREATING_COMMANDS, DEFAULT_URL, LAZY_COMMANDS, SHORT_HELP, cli
-from viewstore.store import engine
+from viewstore.store.database import engine
 
 from ._process import SCRIPT, clean_env, error_line, run
 

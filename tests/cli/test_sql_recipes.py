@@ -16,8 +16,8 @@ from sqlalchemy import Connection, create_engine, text
 from sqlalchemy.engine import make_url
 
 from viewstore import EventStore
-from viewstore.store.engine import normalize_url
-from viewstore.store.roles import role_name
+from viewstore.store.database.engine import normalize_url
+from viewstore.store.database.roles import role_name
 
 from ._helpers import OPENHANDS_HEX
 from ._readme import blocks_of, recipes

@@ -19,7 +19,7 @@ from tests.openhands._agent import make_agent
 from viewstore import EventStore
 from viewstore.errors import DamagedBaseStateError, ViewstoreError
 from viewstore.openhands import open_conversation
-from viewstore.store.schema import base_states
+from viewstore.store.database.schema import base_states
 
 DAMAGE = {
     "not JSON": '{"id": "5a3b1e00-0000-4000-8000-00000000',  # cut short

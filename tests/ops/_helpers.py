@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, create_engine, select, text
 from sqlalchemy.engine import Engine
 
-from viewstore.store.schema import metadata
+from viewstore.store.database.schema import metadata
 
 
 def message(eid: str, text_: str = "hello", **extra: Any) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.pool import NullPool
 
 from viewstore import EventStore
-from viewstore.store.roles import role_names
+from viewstore.store.database.roles import role_names
 
 from ._cluster import Cluster, server_bin
 

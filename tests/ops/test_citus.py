@@ -19,9 +19,9 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from viewstore import EventStore
-from viewstore.store.engine import normalize_url
-from viewstore.store.partitions import TABLES
-from viewstore.store.roles import role_names
+from viewstore.store.database.engine import normalize_url
+from viewstore.store.database.partitions import TABLES
+from viewstore.store.database.roles import role_names
 
 from ..cli import _readme as readme
 from ..conftest import CITUS_URL_ENV

@@ -24,7 +24,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
 from viewstore import ConversationHasForksError, EventStore
-from viewstore.store.roles import role_name
+from viewstore.store.database.roles import role_name
 
 from ..store.test_migrations import downgrade, upgrade
 from ..store.test_roles import as_login, login_in

@@ -26,7 +26,7 @@ from viewstore import (
     TransientStorageError,
     append_with_retry,
 )
-from viewstore.store.engine import create_engine_for
+from viewstore.store.database.engine import create_engine_for
 
 from ._cluster import Cluster
 from ._helpers import condensation, message

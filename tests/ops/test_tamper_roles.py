@@ -1,7 +1,7 @@
 """Every column of every table, forged as the writer role and as the owner, no guard switched
 off: the database refuses it, or ``verify`` names the conversation whose row it was.
 
-The columns are read from ``viewstore.store.schema.metadata``, so a new column is tried the
+The columns are read from ``viewstore.store.database.schema.metadata``, so a new column is tried the
 day it is added. The store holds what makes columns matter: a condensation, a fork taken
 inside the history and a fork of that fork, a redacted event in the prefix they share, an
 erasure's tombstone and a base state. Each attempt runs in one transaction that is rolled back:
@@ -43,10 +43,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
 from viewstore import EventStore
-from viewstore.store import audit
-from viewstore.store.roles import role_name, role_names
-from viewstore.store.schema import metadata
-from viewstore.store.source_info import SourceInfo
+from viewstore.store.adapters.source_info import SourceInfo
+from viewstore.store.audit import audit
+from viewstore.store.database.roles import role_name, role_names
+from viewstore.store.database.schema import metadata
 
 from ..store.test_roles import as_login, login_in
 from ._helpers import action, condensed_history, message, observation

@@ -16,7 +16,7 @@ from sqlalchemy import create_engine, exc, text
 from sqlalchemy.engine import Connection, make_url
 
 from viewstore import EventStore, StorageError, TransientStorageError, append_with_retry
-from viewstore.store.translate import translate
+from viewstore.store.database.translate import translate
 
 from ._helpers import is_postgres, message
 

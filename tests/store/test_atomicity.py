@@ -15,7 +15,8 @@ from viewstore import (
     InvalidEventError,
     ViewstoreError,
 )
-from viewstore.store import event_store, rows
+from viewstore.store import event_store
+from viewstore.store.append import rows
 
 from ._helpers import A, C, M, O, Payload, R, S, U, dump
 

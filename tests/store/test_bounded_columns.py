@@ -1,6 +1,6 @@
 """Every event field stored in a bounded column is checked against its limit before any write,
 on both append paths and both backends alike (viewstore/store/inputs.py), and the PostgreSQL fast
-path never truncates a value that gets past the checks (viewstore/store/fast_path.py).
+path never truncates a value that gets past the checks (viewstore/store/append/fast_path.py).
 
 Each case appends on the ordinary path (a store's first append to a conversation) and on the
 fast path (the next plain append of the same store); a spy on the fast writer proves which.
@@ -17,8 +17,8 @@ from sqlalchemy import text
 
 from viewstore import EventStore, InvalidEventError, StorageError
 from viewstore.events import parse_event
-from viewstore.store import fast_path
-from viewstore.store.schema import condensation_forgotten, events, view_entries
+from viewstore.store.append import fast_path
+from viewstore.store.database.schema import condensation_forgotten, events, view_entries
 
 from ._helpers import C, M, Payload, S, U
 

@@ -21,8 +21,8 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from viewstore import EventStore
+from viewstore.store.database.revisions import MIGRATION_LOCK_KEY
 from viewstore.store.event_store import alembic_config
-from viewstore.store.revisions import MIGRATION_LOCK_KEY
 
 from ._helpers import M, S
 from ._schema_workers import create_schema_worker

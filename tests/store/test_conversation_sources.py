@@ -11,8 +11,8 @@ from sqlalchemy import text
 
 from viewstore import EventStore
 from viewstore.errors import InvalidArgumentError
-from viewstore.store import migrate
-from viewstore.store.source_info import SourceInfo
+from viewstore.store.adapters.source_info import SourceInfo
+from viewstore.store.database import migrate
 
 from ..ops._helpers import message
 
@@ -52,6 +52,39 @@ def test_info_is_kept_and_only_a_newer_one_replaces_it(store: EventStore) -> Non
     store.append("c1", [message("m1")])
     store.erase("c1", reason="retention")
     assert store.conversation_info("c1") is None
+
+
+def test_the_catalogue_shows_what_the_agent_server_said(store: EventStore) -> None:
+    store.append("c1", [message("m1")])
+    store.append("c2", [message("m2")])
+    store.save_conversation_info(
+        SourceInfo(
+            "c2",
+            "sandbox-2",
+            title="Write the docs",
+            execution_status="finished",
+            llm_model="openai/gpt-x",
+            updated_at=T0,
+        )
+    )
+    plain, fed = store.conversations()
+    assert (plain.title, plain.agent_server, plain.execution_status, plain.llm_model) == (
+        None,
+        None,
+        None,
+        None,
+    )
+    assert (fed.title, fed.agent_server, fed.execution_status, fed.llm_model) == (
+        "Write the docs",
+        "sandbox-2",
+        "finished",
+        "openai/gpt-x",
+    )
+    assert fed.to_dict()["agent_server"] == "sandbox-2"
+    # Paging and filters are unchanged by the join: one row per conversation, in order.
+    page = store.conversation_page(order_by="updated_at", descending=True, limit=1)
+    assert [r.id for r in page.conversations] == ["c2"] and page.next_cursor is not None
+    assert [r.id for r in store.conversations(search="2")] == ["c2"]
 
 
 def test_bad_info_is_refused(store: EventStore) -> None:

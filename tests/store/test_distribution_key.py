@@ -24,7 +24,7 @@ from sqlalchemy import event, text
 import viewstore
 from viewstore import EventStore
 from viewstore.errors import ConcurrencyError
-from viewstore.store import translate
+from viewstore.store.database import translate
 
 ON_POSTGRES = (
     pytest.mark.postgres,

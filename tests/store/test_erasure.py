@@ -17,8 +17,8 @@ from viewstore import (
     InvalidArgumentError,
     StorageError,
 )
-from viewstore.store.schema import metadata
-from viewstore.store.source_info import SourceInfo
+from viewstore.store.adapters.source_info import SourceInfo
+from viewstore.store.database.schema import metadata
 
 from ..ops._helpers import condensed_history, message
 

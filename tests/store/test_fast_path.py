@@ -1,5 +1,5 @@
-"""The append fast path (viewstore/store/fast_path.py): a store that committed the last append
-to a conversation writes the next plain one without reading, guarded by a compare-and-set.
+"""The append fast path (viewstore/store/append/fast_path.py): a store that committed the last
+append to a conversation writes the next plain one without reading, guarded by a compare-and-set.
 
 Everything here is checked against the ordinary locked path: same rows, same answers, and a
 stale tail, a stored id or a wrong ``expected_version`` must leave the database untouched and
@@ -18,7 +18,8 @@ import pytest
 from sqlalchemy import text
 
 from viewstore import ConcurrencyError, DuplicateEventError, EventStore
-from viewstore.store import event_store, fast_path, server_append
+from viewstore.store import event_store
+from viewstore.store.append import fast_path, server_append
 from viewstore.store.inputs import parse_batch
 
 from ._helpers import A, C, M, O, Payload, R, S, U, X, dump, history

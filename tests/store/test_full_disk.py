@@ -1,6 +1,6 @@
 """A full database on SQLite is reported as what it is, on both append paths: the fast path's
 transaction is rolled back only if SQLite has not already done so itself, and a failed rollback
-never replaces the error that says why (viewstore/store/fast_path.py).
+never replaces the error that says why (viewstore/store/append/fast_path.py).
 
 The database is made genuinely full with SQLite's ``max_page_count`` (set on every connection
 the store opens), so each write past the limit fails with SQLITE_FULL.

@@ -14,7 +14,8 @@ import pytest
 from sqlalchemy import Engine, event
 
 from viewstore import EventStore
-from viewstore.store import event_store, fast_path
+from viewstore.store import event_store
+from viewstore.store.append import fast_path
 
 from ._helpers import A, C, M, O, Payload, R, U, X, count_rows, history
 

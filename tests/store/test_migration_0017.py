@@ -10,7 +10,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, text
 
 from viewstore import EventStore
-from viewstore.store import migrate
+from viewstore.store.database import migrate
 from viewstore.store.event_store import alembic_config
 
 from ._helpers import M, S, U

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import Connection, text
 
 from viewstore import EventStore
-from viewstore.store import migrate
+from viewstore.store.database import migrate
 from viewstore.view import View
 
 from .test_migrations import drift

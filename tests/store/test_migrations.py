@@ -16,9 +16,9 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import exc, inspect, text
 
 from viewstore import EventStore
+from viewstore.store.database.migrate import VERSION_TABLE
+from viewstore.store.database.schema import compared_on, metadata
 from viewstore.store.event_store import alembic_config
-from viewstore.store.migrate import VERSION_TABLE
-from viewstore.store.schema import compared_on, metadata
 
 from ._helpers import S, U
 

@@ -1,4 +1,4 @@
-"""``rebuild()`` locks each conversation as an append does (viewstore/store/audit.py), so a
+"""``rebuild()`` locks each conversation as an append does (viewstore/store/audit/audit.py), so a
 rebuild and an append to the same conversation serialise: the rebuild never writes back a
 version older than an append that committed while it waited.
 

@@ -28,10 +28,10 @@ from viewstore.chain import (
     text_digest,
 )
 from viewstore.events import canonical_json
-from viewstore.store import leaves
-from viewstore.store.redaction import record_hash
-from viewstore.store.schema import conversations, events, redactions, view_entries
-from viewstore.store.scrub import MARK, digest
+from viewstore.store.database.schema import conversations, events, redactions, view_entries
+from viewstore.store.lifecycle import leaves
+from viewstore.store.lifecycle.redaction import record_hash
+from viewstore.store.lifecycle.scrub import MARK, digest
 
 from ..ops._helpers import action, guard_off, message, observation
 

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from viewstore import EventStore
-from viewstore.store import reads, resume_check
+from viewstore.store.read import reads, resume_check
 
 from ._helpers import A, C, O, U
 from .test_catalogue_orders import _plan

@@ -16,8 +16,8 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
 from viewstore import EventStore, StorageError, append_with_retry
-from viewstore.store.engine import normalize_url
-from viewstore.store.roles import role_name, role_names
+from viewstore.store.database.engine import normalize_url
+from viewstore.store.database.roles import role_name, role_names
 
 from ..ops._helpers import condensed_history, message
 

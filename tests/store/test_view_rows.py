@@ -14,8 +14,9 @@ from sqlalchemy import text
 
 from viewstore import EventStore, Role, SchemaError, StorageError, StoredView
 from viewstore.projector import ViewEntry
-from viewstore.store import rows, stored_events
-from viewstore.store.stored_events import StoredEvents
+from viewstore.store.append import rows
+from viewstore.store.read import stored_events
+from viewstore.store.read.stored_events import StoredEvents
 
 from ._helpers import A, C, M, O, R, S, U, Vector, X, load_vectors
 
@@ -253,7 +254,7 @@ def test_a_row_that_is_wrong_beyond_its_copies_is_named_as_such(store: EventStor
 
 
 def test_entry_params_write_every_column() -> None:
-    from viewstore.store.schema import view_entries  # noqa: PLC0415
+    from viewstore.store.database.schema import view_entries  # noqa: PLC0415
 
     entry = ViewEntry(
         order_key="k",
@@ -305,7 +306,7 @@ def test_a_connection_dropped_under_a_read_is_replaced(fresh_pg_url: str) -> Non
 
 def test_sqlite_reads_the_current_view_off_its_partial_index(sqlite_url: str) -> None:
     """One range scan of ix_view_entries_current, in key order: no join, no sort."""
-    from viewstore.store import reads  # noqa: PLC0415
+    from viewstore.store.read import reads  # noqa: PLC0415
 
     with EventStore(sqlite_url) as store:
         store.create_schema()

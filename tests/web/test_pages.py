@@ -9,6 +9,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from viewstore import EventStore
+from viewstore.store.adapters.source_info import SourceInfo
 from viewstore.web import create_app, details
 from viewstore.web.details import SORTS
 
@@ -46,6 +47,31 @@ def test_list_searches_sorts_and_pages(client: TestClient, browsed: Browsed) -> 
     )
     ascending = client.get("/", params={"sort": "id", "order": "asc"}).text
     assert ascending.index(browsed.demo) < ascending.index(browsed.script)
+
+
+def test_list_shows_what_an_agent_server_said(db_url: str, browsed: Browsed) -> None:
+    with EventStore(db_url) as store:
+        store.save_conversation_info(
+            SourceInfo(
+                browsed.script, "sandbox-3", title="Port <the> tests", execution_status="idle"
+            )
+        )
+    with TestClient(create_app(db_url)) as client:
+        page = client.get("/", params={"sort": "id", "order": "asc"}).text
+        row = next(r for r in page.split("<tr>") if f'href="/c/{browsed.script}"' in r)
+        assert "sandbox-3" in row and "idle" in row and "Port &lt;the&gt; tests" in row
+        shown = client.get(f"/c/{browsed.script}").text
+        assert 'id="agent"' in shown and "sandbox-3, idle" in shown
+        assert 'id="agent"' not in client.get(f"/c/{browsed.demo}").text
+        other = next(r for r in page.split("<tr>") if f'href="/c/{browsed.demo}"' in r)
+        assert "sandbox" not in other
+        listed = client.get("/api/conversations", params={"sort": "id", "order": "asc"}).json()
+        fed = next(c for c in listed["conversations"] if c["conversation_id"] == browsed.script)
+        assert (fed["agent_server"], fed["execution_status"], fed["title"]) == (
+            "sandbox-3",
+            "idle",
+            "Port <the> tests",
+        )
 
 
 def test_list_pages_past_fifty(db_url: str, browsed: Browsed) -> None:

@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 
 from viewstore import EventStore
 from viewstore.errors import ViewstoreError
-from viewstore.store.roles import role_name
+from viewstore.store.database.roles import role_name
 from viewstore.web import create_app
 from viewstore.web.readonly import VIEWER_TABLES
 

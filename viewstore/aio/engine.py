@@ -1,10 +1,11 @@
 """Asyncio engines with the store's settings: ``viewstore.aio.create_async_engine``.
 
 The store's settings are set when each connection opens and each transaction begins (see
-``viewstore.store.engine``). They are given to the asyncio engine's ``sync_engine``, the engine
-SQLAlchemy drives the asyncio driver through, so they are the very listeners and options the
-blocking store uses: aiosqlite connections get the same pragmas and the same explicit
-``BEGIN``/``BEGIN IMMEDIATE``, psycopg's asyncio connections the same connection options.
+``viewstore.store.database.engine``). They are given to the asyncio engine's
+``sync_engine``, the engine SQLAlchemy drives the asyncio driver through, so they are the very
+listeners and options the blocking store uses: aiosqlite connections get the same pragmas
+and the same explicit ``BEGIN``/``BEGIN IMMEDIATE``, psycopg's asyncio connections the same
+connection options.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
 
 from viewstore.errors import InvalidArgumentError
-from viewstore.store.engine import (
+from viewstore.store.database.engine import (
     ASYNC_SUPPORTED,
     check_schema,
     check_supported,

@@ -33,7 +33,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.util.concurrency import greenlet_spawn
 
 from viewstore.aio.engine import create_async_engine
-from viewstore.store.engine import default_url
+from viewstore.store.database.engine import default_url
 from viewstore.store.event_store import EventStore
 from viewstore.store.inputs import DEFAULT_MAX_EVENT_BYTES, EventInput
 from viewstore.store.records import AppendResult

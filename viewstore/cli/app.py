@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 
 # Start-up time: `viewstore --help` must not import SQLAlchemy, rich or pydantic, so the store,
 # the consoles and each command's module are imported when first needed (LAZY_COMMANDS).
-DEFAULT_URL = "sqlite:///viewstore.db"  # = viewstore.store.engine.DEFAULT_URL (a test checks)
+DEFAULT_URL = (
+    "sqlite:///viewstore.db"  # = viewstore.store.database.engine.DEFAULT_URL (a test checks)
+)
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1

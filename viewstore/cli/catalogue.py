@@ -11,8 +11,8 @@ from rich.table import Table
 
 from viewstore.cli.app import Context, cli, json_option, pass_state
 from viewstore.cli.render import print_table
-from viewstore.store.catalogue import MAX_LIMIT, Order
-from viewstore.store.feed import MAX_FEED_LIMIT, FeedEntry
+from viewstore.store.read.catalogue import MAX_LIMIT, Order
+from viewstore.store.read.feed import MAX_FEED_LIMIT, FeedEntry
 
 _ORDERS: dict[str, Order] = {
     "id": "id",
@@ -76,7 +76,8 @@ def list_(  # noqa: PLR0917 (click passes the options positionally by name)
     min_view_length: int | None,
     as_json: bool,
 ) -> None:
-    """The conversations: id, times, version, view length, request flag, last event kind.
+    """The conversations: id, times, version, view length, request flag, last event kind
+    (and, for conversations an agent server fed, its name, execution status and title).
     With --limit, a page: the cursor of the next one is printed under it (pass it as
     --after; a deep page costs what the first does, where --offset reads what it skips)."""
     since = None if updated_since is None else _moment(updated_since)
@@ -101,11 +102,16 @@ def list_(  # noqa: PLR0917 (click passes the options positionally by name)
         )
         return
     table = Table(title=f"{len(records)} conversation(s)", title_justify="left")
-    for name in ("id", "created", "updated", "version", "view", "request", "last event"):
+    # A store fed by agent servers also shows what they said; one without keeps its columns.
+    fleet = any(r.agent_server is not None for r in records)
+    names = ["id", "created", "updated", "version", "view", "request", "last event"]
+    if fleet:
+        names += ["agent server", "status", "title"]
+    for name in names:
         right = name in ("version", "view")
-        table.add_column(name, no_wrap=True, justify="right" if right else "left")
+        table.add_column(name, no_wrap=name != "title", justify="right" if right else "left")
     for r in records:
-        table.add_row(
+        cells = [
             r.id,
             r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
             r.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
@@ -113,7 +119,10 @@ def list_(  # noqa: PLR0917 (click passes the options positionally by name)
             str(r.view_length),
             "yes" if r.unhandled_condensation_request else "no",
             r.last_event_kind or "",
-        )
+        ]
+        if fleet:
+            cells += [r.agent_server or "", r.execution_status or "", r.title or ""]
+        table.add_row(*cells)
     print_table(state.out, table)
     if more:
         click.echo(f"next page: --after {records[-1].cursor(_ORDERS[order], desc)}")

@@ -5,6 +5,9 @@ The web stack is imported inside the command, so the rest of the CLI works witho
 
 from __future__ import annotations
 
+import json
+import os
+
 import click
 
 from viewstore.cli.app import Context, UserError, cli, open_url, pass_state
@@ -34,21 +37,51 @@ from viewstore.cli.app import Context, UserError, cli, open_url, pass_state
     help="Require this secret: Authorization: Bearer TOKEN, or ?token=TOKEN once in a browser "
     "(then a cookie). Default: no token.",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Server processes (each with its own connections): a page's rendering holds one "
+    "CPU, so N processes serve up to N cores.",
+)
 @pass_state
-def serve(state: Context, serve_url: str | None, host: str, port: int, token: str | None) -> None:
+def serve(  # noqa: PLR0917 (click passes the options positionally by name)
+    state: Context,
+    serve_url: str | None,
+    host: str,
+    port: int,
+    token: str | None,
+    workers: int,
+) -> None:
     """Serve a read-only web viewer of the conversations."""
     try:
         import uvicorn  # noqa: PLC0415 - optional extra, see the module docstring
 
         from viewstore.web import create_app  # noqa: PLC0415 - as above
+        from viewstore.web.app import WORKER_SETTINGS  # noqa: PLC0415 - as above
     except ImportError as error:
         raise UserError(
             f"the web viewer needs the 'web' extra: pip install 'viewstore[web]' ({error})"
         ) from error
-    app = open_url(
-        serve_url or state.url, lambda url: create_app(url, schema=state.schema, token=token)
-    )
+    url = serve_url or state.url
+    app = open_url(url, lambda url: create_app(url, schema=state.schema, token=token))
     app.state.store.conversations()  # a bad URL or a missing schema fails here, in one line
     guarded = ", token required" if token else ""
-    click.echo(f"viewstore viewer on http://{host}:{port}/ (read-only{guarded})", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    processes = f", {workers} processes" if workers > 1 else ""
+    click.echo(
+        f"viewstore viewer on http://{host}:{port}/ (read-only{guarded}{processes})", err=True
+    )
+    if workers == 1:
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+        return
+    app.state.store.close()  # checked; each worker opens its own
+    os.environ[WORKER_SETTINGS] = json.dumps({"url": url, "schema": state.schema, "token": token})
+    uvicorn.run(
+        "viewstore.web.app:worker_app",
+        factory=True,
+        workers=workers,
+        host=host,
+        port=port,
+        log_level="warning",
+    )

@@ -16,9 +16,9 @@ from typing import Any
 from sqlalchemy import Connection, Table, func, select
 
 from viewstore.store import EventStore
-from viewstore.store.catalogue import EXACT_COUNT_LIMIT, live_rows, planned_rows
-from viewstore.store.schema import condensations, conversations, events, view_entries
-from viewstore.store.translate import translated
+from viewstore.store.database.schema import condensations, conversations, events, view_entries
+from viewstore.store.database.translate import translated
+from viewstore.store.read.catalogue import EXACT_COUNT_LIMIT, live_rows, planned_rows
 
 
 def collect_stats(store: EventStore) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from viewstore.errors import InvalidArgumentError
 from viewstore.store import EventStore
-from viewstore.store.source_info import SourceInfo
+from viewstore.store.adapters.source_info import SourceInfo
 
 _MAX_TEXT = 4096
 

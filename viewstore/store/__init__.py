@@ -1,7 +1,7 @@
 """The SQL store: schema, engines per dialect, and the EventStore that owns every transaction."""
 
-from viewstore.store.catalogue import ConversationInfo, ConversationPage
 from viewstore.store.event_store import EventStore
+from viewstore.store.read.catalogue import ConversationInfo, ConversationPage
 from viewstore.store.records import (
     AppendResult,
     CondensationRecord,

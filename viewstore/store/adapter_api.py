@@ -8,11 +8,12 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 
 from viewstore.errors import InvalidArgumentError
-from viewstore.store import base_state, locks, reads, resume_check
-from viewstore.store.base_state import BaseState
+from viewstore.store.adapters import base_state, locks
+from viewstore.store.adapters.base_state import BaseState
+from viewstore.store.database.translate import translated
 from viewstore.store.inputs import conversation_key
+from viewstore.store.read import reads, resume_check
 from viewstore.store.store_core import ConversationId, StoreCore
-from viewstore.store.translate import translated
 
 
 class AdapterMethods(StoreCore):
@@ -55,7 +56,7 @@ class AdapterMethods(StoreCore):
 
     def live_equals_resume(self, conversation_id: ConversationId) -> bool:
         """Whether the live view equals the resume view (``resume_view()``), decided from
-        narrow columns without reading a payload (see ``viewstore.store.resume_check``)."""
+        narrow columns without reading a payload (see ``viewstore.store.read.resume_check``)."""
         key = conversation_key(conversation_id)
         with self._read() as conn:
             reads.conversation_row(conn, key)
@@ -66,7 +67,7 @@ class AdapterMethods(StoreCore):
         self, conversation_id: ConversationId, *, timeout: float = 30.0
     ) -> Iterator[None]:
         """Exclude other holders of this conversation's lock, in any process (see
-        ``viewstore.store.locks``); ``TimeoutError`` after ``timeout`` seconds."""
+        ``viewstore.store.adapters.locks``); ``TimeoutError`` after ``timeout`` seconds."""
         key = conversation_key(conversation_id)
         with translated(), locks.conversation_lock(self.engine, key, timeout):
             yield

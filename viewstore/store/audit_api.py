@@ -7,11 +7,12 @@ from dataclasses import replace
 from typing import Any
 
 from viewstore.events import STATE_UPDATE_KIND, Event, parse_event
-from viewstore.store import anchors, audit, reads, resume_check
+from viewstore.store.audit import anchors, audit
 from viewstore.store.inputs import check_integer, conversation_key
+from viewstore.store.read import reads, resume_check
+from viewstore.store.read.stored_events import StoredEvents
 from viewstore.store.records import StoredView, VerifyReport
 from viewstore.store.store_core import ConversationId, StoreCore
-from viewstore.store.stored_events import StoredEvents
 from viewstore.view import View
 from viewstore.view.incremental import IndexTracker
 
@@ -34,7 +35,7 @@ class AuditMethods(StoreCore):
     ) -> StoredView:
         """The resume semantics: ``View.from_events`` over the whole log. Computed from the
         stored rows: the live view less what enforcement removes, which reads only the stretch
-        of the log around the view's tool events (``viewstore.store.resume_check``), not the
+        of the log around the view's tool events (``viewstore.store.read.resume_check``), not the
         history.
 
         ``skip_state_updates``: over the log without its ``ConversationStateUpdateEvent``s,

@@ -20,23 +20,16 @@ from viewstore.errors import (
 )
 from viewstore.events import Event, Role, parse_event
 from viewstore.projector import Projection, ProjectionState, needs_view, project
-from viewstore.store import (
-    erasure,
-    fast_path,
-    lineage,
-    migrate,
-    reads,
-    rows,
-    server_append,
-    slow,
-)
 from viewstore.store.adapter_api import AdapterMethods
+from viewstore.store.adapters.source_info import SourceInfoMethods
+from viewstore.store.append import fast_path, rows, server_append
 from viewstore.store.audit_api import AuditMethods
-from viewstore.store.browsing import Browsing
-from viewstore.store.engine import (
+from viewstore.store.browsing_api import Browsing
+from viewstore.store.database import migrate, slow
+from viewstore.store.database.engine import (
     check_engine,
 )
-from viewstore.store.feed import FeedEntry, check_limit, decode_cursor, read_feed
+from viewstore.store.database.translate import translated
 from viewstore.store.inputs import (
     EventInput,
     check_integer,
@@ -44,16 +37,17 @@ from viewstore.store.inputs import (
     new_conversation_key,
     parse_batch,
 )
+from viewstore.store.lifecycle import erasure
 from viewstore.store.lifecycle_api import LifecycleMethods
+from viewstore.store.read import lineage, reads
+from viewstore.store.read.feed import FeedEntry, check_limit, decode_cursor, read_feed
 from viewstore.store.records import (
     AppendResult,
     StoredEvent,
     StoredView,
     ViewPage,
 )
-from viewstore.store.source_info import SourceInfoMethods
 from viewstore.store.store_core import ConversationId
-from viewstore.store.translate import translated
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -369,7 +363,7 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods, Sourc
         """Events of all conversations in commit order, after the cursor ``after``.
 
         Store the last entry's ``cursor`` and pass it as ``after`` next time: no event is ever
-        skipped or repeated (see ``viewstore.store.feed``). Fewer than ``limit`` entries (even
+        skipped or repeated (see ``viewstore.store.read.feed``). Fewer than ``limit`` entries (even
         none) does not mean the end: more may commit later.
         """
         check_limit(limit)

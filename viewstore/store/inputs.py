@@ -12,7 +12,7 @@ from sqlalchemy import String
 
 from viewstore.errors import InvalidArgumentError, InvalidEventError
 from viewstore.events import Event, Role, parse_event
-from viewstore.store.schema import condensation_forgotten, events, view_entries
+from viewstore.store.database.schema import condensation_forgotten, events, view_entries
 
 # BaseModel: an OpenHands SDK event object, stored as the SDK writes it (see parse_event).
 EventInput = Event | BaseModel | dict[str, Any] | str | bytes

@@ -9,8 +9,10 @@ from datetime import UTC, datetime
 from typing import overload
 
 from viewstore.errors import InvalidArgumentError
-from viewstore.store import citus, erasure, forking, reads, redaction
+from viewstore.store.database import citus
 from viewstore.store.inputs import check_integer, conversation_key, new_conversation_key
+from viewstore.store.lifecycle import erasure, forking, redaction
+from viewstore.store.read import reads
 from viewstore.store.records import ForkOrigin, Redaction, Tombstone
 from viewstore.store.store_core import ConversationId, StoreCore
 

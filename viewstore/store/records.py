@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from viewstore.events import Event
-from viewstore.store.stored_events import StoredEvents
+from viewstore.store.read.stored_events import StoredEvents
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,13 @@
 """The core of ``EventStore``: its engine, its settings and its transactions.
 
 Every public method of the store is one transaction, opened by ``_read`` or ``_write`` here;
-the helpers in ``rows``, ``reads``, ``audit`` and the other row modules take the connection
-and never commit. Driver errors are translated on the way out by ``translated()``. The
-methods themselves live in a few small classes, one per concern, that ``EventStore`` joins:
-``event_store`` (appending, reading a view or log, the feed), ``browsing`` (the catalogue,
-condensations, events by id), ``adapter_api`` (what an adapter such as viewstore.openhands
-needs), ``audit_api`` (replay, verify, checkpoint, rebuild) and ``lifecycle_api`` (erase).
+the helpers in the sub-packages (``append.rows``, ``read.reads``, ``audit.audit`` and the
+other row modules) take the connection and never commit. Driver errors are translated on the
+way out by ``translated()``. The methods themselves live in a few small classes, one per
+concern, that ``EventStore`` joins: ``event_store`` (appending, reading a view or log, the
+feed), ``browsing_api`` (the catalogue, condensations, events by id), ``adapter_api`` (what
+an adapter such as viewstore.openhands needs), ``audit_api`` (replay, verify, checkpoint,
+rebuild) and ``lifecycle_api`` (erase).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from sqlalchemy import Connection, Engine
 
 from viewstore.chain import resolve_key
 from viewstore.errors import InvalidArgumentError, UnsupportedDatabaseError
-from viewstore.store import migrate, reads, slow
-from viewstore.store.engine import (
+from viewstore.store.append.fast_path import Tails
+from viewstore.store.database import migrate, slow
+from viewstore.store.database.engine import (
     ASYNC_SUPPORTED,
     SUPPORTED,
     WRITE,
@@ -31,11 +33,11 @@ from viewstore.store.engine import (
     create_engine_for,
     default_url,
 )
-from viewstore.store.fast_path import Tails
+from viewstore.store.database.partitions import check_count
+from viewstore.store.database.translate import translated
 from viewstore.store.inputs import DEFAULT_MAX_EVENT_BYTES, check_integer
-from viewstore.store.partitions import check_count
-from viewstore.store.shard_feed import NodeFeeds
-from viewstore.store.translate import translated
+from viewstore.store.read import reads
+from viewstore.store.read.shard_feed import NodeFeeds
 
 ConversationId = str | uuid.UUID
 
@@ -93,7 +95,7 @@ class StoreCore:
 
     def create_schema(self, *, partitions: int | None = None) -> None:
         """Migrate the database to the newest schema (``alembic upgrade head``), in its own
-        version table (``viewstore_alembic_version``; see ``viewstore.store.migrate``).
+        version table (``viewstore_alembic_version``; see ``viewstore.store.database.migrate``).
 
         A revision this code does not know (a newer viewstore's, another application's) raises
         ``SchemaMismatchError`` and nothing is migrated.
@@ -103,7 +105,7 @@ class StoreCore:
         so one migrates and the others then find the schema at head.
 
         ``partitions`` (PostgreSQL, a new store): every table hash-partitioned by its
-        conversation column into that many partitions (``viewstore.store.partitions``).
+        conversation column into that many partitions (``viewstore.store.database.partitions``).
         """
         if partitions is not None:
             check_count(partitions)
@@ -119,7 +121,7 @@ class StoreCore:
         ``create_schema``), in one transaction; returns the statements (``viewstore.store.
         citus``, docs/distribution.md). ``dry_run``: only return them. A database without
         the ``citus`` extension raises ``UnsupportedDatabaseError``."""
-        from viewstore.store import citus  # noqa: PLC0415 - PostgreSQL with Citus only
+        from viewstore.store.database import citus  # noqa: PLC0415 - PostgreSQL with Citus only
 
         if self.engine.dialect.name != "postgresql":
             raise UnsupportedDatabaseError("Citus distributes PostgreSQL databases only")

@@ -6,7 +6,9 @@ synchronous, and a slow read must not hold up the event loop.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -32,6 +34,10 @@ from viewstore.web.security import SecurityMiddleware
 
 HERE = Path(__file__).parent
 log = logging.getLogger("viewstore.web")
+
+#: ``viewstore serve --workers N`` hands each worker process the settings it checked through
+#: this variable (JSON: url, schema, token); uvicorn starts workers from an import string.
+WORKER_SETTINGS = "VIEWSTORE_SERVE_WORKER_SETTINGS"
 
 
 def templates() -> Jinja2Templates:
@@ -113,3 +119,9 @@ def error_response(request: Request, status: int, message: str) -> Response:
         request, "error.html", {"status": status, "message": message}, status_code=status
     )
     return page
+
+
+def worker_app() -> Starlette:
+    """The app of one ``viewstore serve --workers N`` process (uvicorn's factory)."""
+    settings = json.loads(os.environ[WORKER_SETTINGS])
+    return create_app(settings["url"], schema=settings["schema"], token=settings["token"])

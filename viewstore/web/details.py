@@ -7,7 +7,7 @@ from typing import Any
 
 from viewstore.errors import InvalidArgumentError
 from viewstore.store import EventStore
-from viewstore.store.catalogue import EXACT_COUNT_LIMIT, ConversationInfo, Order
+from viewstore.store.read.catalogue import EXACT_COUNT_LIMIT, ConversationInfo, Order
 from viewstore.web.content import parse
 from viewstore.web.model import NotFound, _view, event_row, sequence_diff
 
@@ -87,6 +87,10 @@ def list_data(
                 "events": s.version,
                 "view_length": s.view_length,
                 "unhandled_condensation_request": s.unhandled_condensation_request,
+                "title": s.title,
+                "agent_server": s.agent_server,
+                "execution_status": s.execution_status,
+                "llm_model": s.llm_model,
             }
             for s in rows
         ],

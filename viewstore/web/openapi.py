@@ -83,6 +83,10 @@ def _components() -> dict[str, Any]:
                             "events": INT,
                             "view_length": INT,
                             "unhandled_condensation_request": BOOL,
+                            "title": NSTR,
+                            "agent_server": NSTR,
+                            "execution_status": NSTR,
+                            "llm_model": NSTR,
                         }
                     ),
                 },

@@ -48,6 +48,7 @@ def conversation(request: Request) -> Response:
         "page": model.VIEW_PAGE,
         "origin": store.fork_origin(key),
         "redactions": store.redactions(key),
+        "agent": store.conversation_info(key),
     }
     return _render(request, "conversation.html", context)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from starlette.requests import Request
 
 from viewstore.errors import InvalidArgumentError
-from viewstore.store.catalogue import MAX_CURSOR
 from viewstore.store.inputs import conversation_key
+from viewstore.store.read.catalogue import MAX_CURSOR
 from viewstore.web.model import check_text
 
 MAX_SEQ = 2**62

@@ -3,7 +3,7 @@
 viewstore records its revision in its own table, ``viewstore_alembic_version``, never in
 Alembic's default ``alembic_version``: an application managed by its own Alembic keeps its
 revision there, and two histories in one table make both tools fail ("Can't locate revision").
-On PostgreSQL the store may also live in its own schema (see ``viewstore.store.engine``).
+On PostgreSQL the store may also live in its own schema (see ``viewstore.store.database.engine``).
 
 Stores created before the own table existed kept viewstore's revision in ``alembic_version``.
 ``upgrade`` moves it over first, in the same transaction as the migration, and only when it is
@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection, Engine, inspect, text
 
 from viewstore.errors import InvalidArgumentError
-from viewstore.store import revisions
-from viewstore.store.engine import WRITE
+from viewstore.store.database import revisions
+from viewstore.store.database.engine import WRITE
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -64,7 +64,8 @@ def upgrade(
 ) -> None:
     """Create the schema if needed, adopt a legacy version row, and migrate to ``revision``,
     in one transaction (PostgreSQL's DDL is transactional). ``partitions``: a new store's
-    tables are then hash-partitioned (``viewstore.store.partitions``), in that transaction."""
+    tables are then hash-partitioned (``viewstore.store.database.partitions``), in that
+    transaction."""
     from alembic import command  # noqa: PLC0415 - see the module docstring
 
     # Processes that migrate one database at once take turns under the migration lock; the
@@ -87,7 +88,7 @@ def upgrade(
 
 
 def _partition(conn: Connection, before: str | None, partitions: int) -> None:
-    from viewstore.store import partitions as layout  # noqa: PLC0415 - PostgreSQL only
+    from viewstore.store.database import partitions as layout  # noqa: PLC0415 - PostgreSQL only
 
     found = layout.partition_count(conn)
     if found == partitions:

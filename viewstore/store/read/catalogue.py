@@ -2,7 +2,8 @@
 
 Everything a list of conversations shows is kept on the ``conversations`` row by every append
 (version, view length, request flag, times); the last event's kind is one primary-key lookup
-in the log (its seq is the version). Listing a store therefore never reads a view or scans a
+in the log (its seq is the version), and what its agent server said of it one in
+``conversation_sources`` (revision 0020). Listing a store therefore never reads a view or scans a
 log, whatever the conversations' sizes.
 
 Every order is served by an index of ``conversations`` that ends in ``id`` (the primary key for
@@ -26,8 +27,8 @@ from typing import Any, Literal
 from sqlalchemy import Connection, and_, func, select, text, tuple_
 
 from viewstore.errors import InvalidArgumentError
-from viewstore.store.reads import aware, comparable
-from viewstore.store.schema import conversations, events
+from viewstore.store.database.schema import conversation_sources, conversations, events
+from viewstore.store.read.reads import aware, comparable
 
 Order = Literal["id", "created_at", "updated_at", "version", "view_length"]
 ORDERS: tuple[Order, ...] = ("id", "created_at", "updated_at", "version", "view_length")
@@ -42,6 +43,10 @@ class ConversationInfo:
     append committed (UTC); ``version``: how many events it has; ``view_length``: how many
     events its live view holds now; ``unhandled_condensation_request``: whether a condensation
     request waits for its condensation; ``last_event_kind``: the ``kind`` of its last event.
+
+    What its agent server last said of it (written by ``viewstore ingest`` and ``sync``; None
+    where none did): ``title``, ``agent_server`` (that server's name in the ingest's sources
+    file), ``execution_status`` and ``llm_model``; ``store.conversation_info()`` has the rest.
     """
 
     id: str
@@ -51,6 +56,10 @@ class ConversationInfo:
     view_length: int
     unhandled_condensation_request: bool
     last_event_kind: str | None
+    title: str | None = None
+    agent_server: str | None = None
+    execution_status: str | None = None
+    llm_model: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the same keys, times as ISO 8601 text."""
@@ -62,6 +71,10 @@ class ConversationInfo:
             "view_length": self.view_length,
             "unhandled_condensation_request": self.unhandled_condensation_request,
             "last_event_kind": self.last_event_kind,
+            "title": self.title,
+            "agent_server": self.agent_server,
+            "execution_status": self.execution_status,
+            "llm_model": self.llm_model,
         }
 
     def cursor(self, order_by: Order = "id", descending: bool = False) -> str:
@@ -319,6 +332,7 @@ def read_catalogue(
     after: Cursor | None = None,
 ) -> list[ConversationInfo]:
     c = conversations
+    info = conversation_sources.c
     query = select(
         c.c.id,
         c.c.created_at,
@@ -327,7 +341,16 @@ def read_catalogue(
         c.c.view_length,
         c.c.unhandled_request,
         events.c.kind,
-    ).outerjoin(events, and_(events.c.conversation_id == c.c.id, events.c.seq == c.c.version))
+        info.title,
+        info.source,
+        info.execution_status,
+        info.llm_model,
+    )
+    # Both joins are primary-key lookups per listed row: the page is still read from the
+    # order's index alone.
+    query = query.outerjoin(
+        events, and_(events.c.conversation_id == c.c.id, events.c.seq == c.c.version)
+    ).outerjoin(conversation_sources, info.conversation_id == c.c.id)
     query = _filtered(conn, query, search, updated_since, min_view_length)
     column = c.c[order_by]
     if after is not None:
@@ -358,6 +381,10 @@ def read_catalogue(
             view_length=row.view_length,
             unhandled_condensation_request=bool(row.unhandled_request),
             last_event_kind=row.kind,
+            title=row.title,
+            agent_server=row.source,
+            execution_status=row.execution_status,
+            llm_model=row.llm_model,
         )
         for row in conn.execute(query)
     ]

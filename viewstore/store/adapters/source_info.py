@@ -14,9 +14,9 @@ from sqlalchemy import Connection, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from viewstore.errors import InvalidArgumentError
+from viewstore.store.database.schema import conversation_sources
 from viewstore.store.inputs import conversation_key, new_conversation_key
-from viewstore.store.reads import aware, comparable
-from viewstore.store.schema import conversation_sources
+from viewstore.store.read.reads import aware, comparable
 from viewstore.store.store_core import ConversationId, StoreCore
 
 _TEXT_LIMITS = {"source": 255, "execution_status": 64, "agent_kind": 255}

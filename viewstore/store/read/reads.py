@@ -19,11 +19,11 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, Row, select, text
 
 from viewstore.errors import ConversationNotFoundError
-from viewstore.store import lineage
+from viewstore.store.database.schema import conversations, events
+from viewstore.store.database.translate import driver_errors
+from viewstore.store.read import lineage
+from viewstore.store.read.stored_events import StoredEvents
 from viewstore.store.records import StoredEvent, StoredView
-from viewstore.store.schema import conversations, events
-from viewstore.store.stored_events import StoredEvents
-from viewstore.store.translate import driver_errors
 
 
 def conversation_row(conn: Connection, conversation_id: str) -> Row[Any]:

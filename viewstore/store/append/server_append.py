@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from viewstore.store import rows
+from viewstore.store.append import rows
 
 FUNCTION = "viewstore_append_rows"
 #: The conversation row's new state, in the function's argument order: (column, SQL type).

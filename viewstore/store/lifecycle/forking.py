@@ -26,8 +26,15 @@ from viewstore.errors import (
     InvalidArgumentError,
 )
 from viewstore.projector import Projection, ProjectionState
-from viewstore.store import erasure, reads, rows
-from viewstore.store.schema import conversations, events, manipulation_indices, view_entries
+from viewstore.store.append import rows
+from viewstore.store.database.schema import (
+    conversations,
+    events,
+    manipulation_indices,
+    view_entries,
+)
+from viewstore.store.lifecycle import erasure
+from viewstore.store.read import reads
 from viewstore.view import IndexTracker
 
 

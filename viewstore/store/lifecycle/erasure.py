@@ -17,10 +17,8 @@ from viewstore.errors import (
     ConversationHasForksError,
     ConversationNotFoundError,
 )
-from viewstore.store.reads import aware, comparable
-from viewstore.store.records import Tombstone
-from viewstore.store.rows import lock_conversation
-from viewstore.store.schema import (
+from viewstore.store.append.rows import lock_conversation
+from viewstore.store.database.schema import (
     base_states,
     condensation_forgotten,
     condensations,
@@ -32,6 +30,8 @@ from viewstore.store.schema import (
     tombstones,
     view_entries,
 )
+from viewstore.store.read.reads import aware, comparable
+from viewstore.store.records import Tombstone
 
 # Children before parents: the foreign keys point from each table to the one after it.
 _ROWS_OF = (

@@ -85,15 +85,15 @@ conversations = Table(
     Column("last_is_action", Boolean, nullable=False),
     Column("last_batch", Text, nullable=True),
     Column("last_hash", String(64), nullable=False),
-    # A fork (viewstore.store.forking): its events up to fork_seq are forked_from's. family_id
-    # is the first conversation of its line; all three are NULL on a conversation that is not
-    # a fork.
+    # A fork (viewstore.store.lifecycle.forking): its events up to fork_seq are forked_from's.
+    # family_id is the first conversation of its line; all three are NULL on a conversation that
+    # is not a fork.
     Column("forked_from", CONVERSATION_ID, nullable=True),
     Column("fork_seq", BigInteger, nullable=True),
     Column("family_id", CONVERSATION_ID, nullable=True),
     PrimaryKeyConstraint("id"),
     Index(None, "forked_from"),
-    # The catalogue's orders (viewstore.store.catalogue), each with id as its tie-breaker so
+    # The catalogue's orders (viewstore.store.read.catalogue), each with id as its tie-breaker so
     # the order is total and a keyset page starts right after its cursor; read backwards for
     # a descending order. updated_at also serves updated_since and the inactive scan, and
     # view_length min_view_length (revision 0017).
@@ -190,7 +190,7 @@ view_entries = Table(
     Column("is_summary", Boolean, nullable=False),
     # The event id and the fields a read rebuilds the Event from, packed in one text: each result
     # column costs a driver call per row, and a view read must stay close to a bare payload scan
-    # (viewstore.store.stored_events).
+    # (viewstore.store.read.stored_events).
     Column("envelope", Text, nullable=False),
     PrimaryKeyConstraint("conversation_id", "order_key"),
     ForeignKeyConstraint(["conversation_id"], ["conversations.id"]),

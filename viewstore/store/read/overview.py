@@ -8,13 +8,13 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
-from viewstore.store import lineage
-from viewstore.store.reads import aware, conversation_row
+from viewstore.store.database.schema import condensation_forgotten, condensations, events
+from viewstore.store.read import lineage
+from viewstore.store.read.reads import aware, conversation_row
 from viewstore.store.records import (
     CondensationRecord,
     StoredEvent,
 )
-from viewstore.store.schema import condensation_forgotten, condensations, events
 
 
 def _parts(

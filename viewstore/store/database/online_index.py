@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
-from viewstore.store.revisions import MIGRATION_LOCK_KEY
+from viewstore.store.database.revisions import MIGRATION_LOCK_KEY
 
 #: (index name, what follows ``ON <table>``: its columns, ``USING ...``, a ``WHERE``).
 IndexSpec = tuple[str, str]

@@ -1,6 +1,6 @@
 """The change feed of a store distributed over several nodes (Citus): one feed per node.
 
-The single-server feed (``viewstore.store.feed``) orders events by ``(txid, position)`` and
+The single-server feed (``viewstore.store.read.feed``) orders events by ``(txid, position)`` and
 returns only those below the reading snapshot's ``xmin``. That argument needs the ``txid`` of
 a row and the horizon to come from one transaction counter. On a Citus cluster each node has
 its own: so each node's rows are stamped with *that node's* transaction id, by a trigger the
@@ -30,7 +30,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, text
 
 from viewstore.errors import InvalidArgumentError
-from viewstore.store.feed import FeedEntry, decode_cursor, encode_cursor
+from viewstore.store.read.feed import FeedEntry, decode_cursor, encode_cursor
 
 Position = tuple[int, int]
 _NODE = re.compile(r"[A-Za-z0-9_.:\-\[\]]{1,300}")

@@ -41,16 +41,18 @@ from viewstore.errors import (
     InvalidArgumentError,
 )
 from viewstore.events import Event, Role, canonical_json, parse_event, summary_event
-from viewstore.store import erasure, leaves, lineage, reads, rows
-from viewstore.store.records import Redaction
-from viewstore.store.schema import (
+from viewstore.store.append import rows
+from viewstore.store.database.schema import (
     condensations,
     conversations,
     events,
     redactions,
     view_entries,
 )
-from viewstore.store.scrub import MARK, digest, redacted_payload
+from viewstore.store.lifecycle import erasure, leaves
+from viewstore.store.lifecycle.scrub import MARK, digest, redacted_payload
+from viewstore.store.read import lineage, reads
+from viewstore.store.records import Redaction
 
 # -- the operation --------------------------------------------------------------------------
 

@@ -32,10 +32,15 @@ from sqlalchemy import Connection, Dialect, Engine, Table
 
 from viewstore.events import Event
 from viewstore.projector import Projection, ProjectionState, project
-from viewstore.store import rows, server_append
-from viewstore.store.lineage import Segment
-from viewstore.store.schema import conversations, events, manipulation_indices, view_entries
-from viewstore.store.translate import driver_errors, unique_violation
+from viewstore.store.append import rows, server_append
+from viewstore.store.database.schema import (
+    conversations,
+    events,
+    manipulation_indices,
+    view_entries,
+)
+from viewstore.store.database.translate import driver_errors, unique_violation
+from viewstore.store.read.lineage import Segment
 
 #: How many conversations' tails one store remembers (a worker usually appends to a few).
 TAIL_LIMIT = 4096

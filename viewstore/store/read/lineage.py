@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from viewstore.store.schema import conversations, events
+from viewstore.store.database.schema import conversations, events
 
 #: More ancestors than any real lineage has; a longer walk means a cycle in corrupted rows.
 MAX_DEPTH = 10_000

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from viewstore.store import overview, reads
-from viewstore.store.catalogue import (
+from viewstore.store.inputs import conversation_key
+from viewstore.store.read import overview, reads
+from viewstore.store.read.catalogue import (
     EXACT_COUNT_LIMIT,
     CatalogueCount,
     ConversationInfo,
@@ -18,7 +19,6 @@ from viewstore.store.catalogue import (
     estimate_catalogue,
     read_catalogue,
 )
-from viewstore.store.inputs import conversation_key
 from viewstore.store.records import CondensationRecord, StoredEvent
 from viewstore.store.store_core import ConversationId, StoreCore
 

@@ -14,10 +14,10 @@ from sqlalchemy import Connection, Engine, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from viewstore.errors import ConcurrencyError, DamagedBaseStateError, InvalidArgumentError
-from viewstore.store import rows
+from viewstore.store.append import rows
+from viewstore.store.database.schema import base_states, conversations
+from viewstore.store.database.translate import driver_errors
 from viewstore.store.records import ConversationReport
-from viewstore.store.schema import base_states, conversations
-from viewstore.store.translate import driver_errors
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,9 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
-from viewstore.store.derived import show
-from viewstore.store.lineage import MAX_DEPTH
-from viewstore.store.schema import conversations, events, tombstones
+from viewstore.store.audit.derived import show
+from viewstore.store.database.schema import conversations, events, tombstones
+from viewstore.store.read.lineage import MAX_DEPTH
 
 _LINKS = (
     conversations.c.id,

@@ -25,7 +25,7 @@ from sqlalchemy import Dialect, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 
 from viewstore.errors import InvalidArgumentError, UnsupportedDatabaseError
-from viewstore.store import slow
+from viewstore.store.database import slow
 
 DEFAULT_URL = "sqlite:///viewstore.db"
 SQLITE_BUSY_TIMEOUT_MS = 30_000

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from sqlalchemy import BigInteger, Connection, literal_column, select, tuple_
 
 from viewstore.errors import InvalidArgumentError
-from viewstore.store.schema import events
+from viewstore.store.database.schema import events
 
 MAX_FEED_LIMIT = 100_000
 _CURSOR = re.compile(r"([0-9]{1,19})\.([0-9]{1,19})")

@@ -14,8 +14,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from viewstore.chain import event_hash
 from viewstore.events import Event, Role
 from viewstore.projector import Projection, ProjectionState, ViewEntry
-from viewstore.store import lineage
-from viewstore.store.schema import (
+from viewstore.store.database.schema import (
     condensation_forgotten,
     condensations,
     conversations,
@@ -23,7 +22,8 @@ from viewstore.store.schema import (
     manipulation_indices,
     view_entries,
 )
-from viewstore.store.stored_events import envelope
+from viewstore.store.read import lineage
+from viewstore.store.read.stored_events import envelope
 from viewstore.view import TrackerState
 
 K = TypeVar("K", str, int)

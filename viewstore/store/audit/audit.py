@@ -20,20 +20,15 @@ from viewstore.chain import GENESIS
 from viewstore.errors import ConversationNotFoundError
 from viewstore.events import Event, parse_event
 from viewstore.projector import Projection, ViewEntry, project_from_scratch
-from viewstore.store import (
-    anchors,
-    base_state,
-    derived,
-    fork_links,
-    forking,
-    reads,
-    redaction,
-    rows,
-)
-from viewstore.store.anchors import Checkpoint
+from viewstore.store.adapters import base_state
+from viewstore.store.append import rows
+from viewstore.store.audit import anchors, derived, fork_links
+from viewstore.store.audit.anchors import Checkpoint
+from viewstore.store.database.schema import manipulation_indices, view_entries
+from viewstore.store.lifecycle import forking, redaction
+from viewstore.store.read import reads
+from viewstore.store.read.stored_events import envelope
 from viewstore.store.records import ConversationReport, Redaction, VerifyReport
-from viewstore.store.schema import manipulation_indices, view_entries
-from viewstore.store.stored_events import envelope
 from viewstore.view import View, full_indices
 
 

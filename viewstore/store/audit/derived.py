@@ -18,8 +18,9 @@ from sqlalchemy import Connection, Row, select
 
 from viewstore.events import Event, Role
 from viewstore.projector import ProjectionState
-from viewstore.store import lineage, rows
-from viewstore.store.schema import condensation_forgotten, condensations, events
+from viewstore.store.append import rows
+from viewstore.store.database.schema import condensation_forgotten, condensations, events
+from viewstore.store.read import lineage
 
 #: Differences listed per check; the rest are counted, so one forged column over a million
 #: rows does not print a million lines.

@@ -24,10 +24,10 @@ from typing import Any
 from sqlalchemy import Connection, Row, and_, func, select
 
 from viewstore.errors import CheckpointError
-from viewstore.store import erasure
-from viewstore.store.derived import aware
+from viewstore.store.audit.derived import aware
+from viewstore.store.database.schema import events
+from viewstore.store.lifecycle import erasure
 from viewstore.store.records import ConversationReport
-from viewstore.store.schema import events
 
 FORMAT = "viewstore-checkpoint/1"
 _HASH = re.compile(r"[0-9a-f]{64}")

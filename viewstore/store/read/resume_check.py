@@ -29,8 +29,8 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection
 
 from viewstore.events import KIND_ROLES, STATE_UPDATE_KIND, Role
-from viewstore.store import lineage, reads
-from viewstore.store.reads import _fetch, bind_list
+from viewstore.store.read import lineage, reads
+from viewstore.store.read.reads import _fetch, bind_list
 from viewstore.view.enforcement import enforce_properties
 
 
@@ -54,7 +54,7 @@ _CURRENT = (
     "WHERE conversation_id = :c AND left_seq IS NULL ORDER BY order_key"
 )
 # Each query reads one conversation's part of a lineage (a fork's sources hold its shared
-# prefix, ``viewstore.store.lineage``): seqs, or for left rows the seqs they left at, in
+# prefix, ``viewstore.store.read.lineage``): seqs, or for left rows the seqs they left at, in
 # ``:lo < x <= :hi``. A conversation that is not a fork is one part, from 0 to the end.
 # Rows that left the view are read through ix_view_entries_left(_actions), whose predicates
 # these repeat (migration 0019); a current row is in hand from the live view's read.
