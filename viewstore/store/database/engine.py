@@ -80,11 +80,6 @@ def check_engine(engine: Engine, schema: str | None) -> None:
     configured, engine_schema = configured_schema(engine)
     if configured and engine_schema == schema:
         return
-    if engine.dialect.is_async and not configured:
-        raise InvalidArgumentError(
-            "this engine runs an asyncio driver the store did not set up: use "
-            "viewstore.AsyncEventStore(url) or viewstore.aio.create_async_engine(url, ...)"
-        )
     if engine.dialect.name == "sqlite" and not configured:
         raise InvalidArgumentError(
             "this SQLite engine lacks viewstore's settings (WAL, busy timeout, foreign keys, "
