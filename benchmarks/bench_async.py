@@ -39,9 +39,16 @@ def _work(conversations: list[str], appends: int, seed: int) -> dict[str, list[d
     return {c: fresh_events(appends + 1, seed + n) for n, c in enumerate(conversations)}
 
 
+def _rates(events: int, started: float, cpu: float) -> tuple[float, float]:
+    """Events per second of wall time, and milliseconds of this process's CPU per event (every
+    thread's: the pool's, aiosqlite's)."""
+    wall = time.perf_counter() - started
+    return events / wall, (time.process_time() - cpu) / events * 1000
+
+
 def threads_round(
     store: EventStore, pool: ThreadPoolExecutor, count: int, appends: int, seed: int
-) -> float:
+) -> tuple[float, float]:
     work = _work(_conversations("threads", count), appends, seed)
     list(pool.map(lambda item: store.append(item[0], [item[1][0]]), work.items()))
 
@@ -49,13 +56,15 @@ def threads_round(
         for event in events[1:]:
             store.append(conversation, [event])
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for future in [pool.submit(writer, c, events) for c, events in work.items()]:
         future.result()
-    return count * appends / (time.perf_counter() - started)
+    return _rates(count * appends, started, cpu)
 
 
-async def async_round(store: AsyncEventStore, count: int, appends: int, seed: int) -> float:
+async def async_round(
+    store: AsyncEventStore, count: int, appends: int, seed: int
+) -> tuple[float, float]:
     work = _work(_conversations("async", count), appends, seed)
     await asyncio.gather(*(store.append(c, [events[0]]) for c, events in work.items()))
 
@@ -63,9 +72,9 @@ async def async_round(store: AsyncEventStore, count: int, appends: int, seed: in
         for event in events[1:]:
             await store.append(conversation, [event])
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(writer(c, events) for c, events in work.items()))
-    return count * appends / (time.perf_counter() - started)
+    return _rates(count * appends, started, cpu)
 
 
 def measure(url: str, count: int, appends: int, rounds: int, pool_size: int) -> dict[str, Any]:
@@ -73,6 +82,7 @@ def measure(url: str, count: int, appends: int, rounds: int, pool_size: int) -> 
     blocking = EventStore(create_engine(url, **pool_options))
     blocking.create_schema()
     rates: dict[str, list[float]] = {"async": [], "threads": []}
+    cpu: dict[str, list[float]] = {"async": [], "threads": []}
     with (
         ThreadPoolExecutor(max_workers=count) as pool,
         asyncio.Runner() as runner,  # one loop for every round: its connections live in it
@@ -83,17 +93,23 @@ def measure(url: str, count: int, appends: int, rounds: int, pool_size: int) -> 
             for side in sides:
                 seed = 1000 * number + (1 if side == "async" else 2)
                 if side == "async":
-                    rate = runner.run(async_round(asynchronous, count, appends, seed))
+                    rate, cpu_ms = runner.run(async_round(asynchronous, count, appends, seed))
                 else:
-                    rate = threads_round(blocking, pool, count, appends, seed)
+                    rate, cpu_ms = threads_round(blocking, pool, count, appends, seed)
                 rates[side].append(rate)
-                print(f"  round {number + 1} {side:<8} {rate:8.0f} events/s", flush=True)
+                cpu[side].append(cpu_ms)
+                print(
+                    f"  round {number + 1} {side:<8} {rate:8.0f} events/s"
+                    f"  {cpu_ms:.2f} ms CPU per event",
+                    flush=True,
+                )
         report = runner.run(asynchronous.verify())
         runner.run(asynchronous.close())
         runner.run(asynchronous.engine.dispose())
     assert report.ok, report.problems
     blocking.engine.dispose()
     medians = {side: statistics.median(values) for side, values in rates.items()}
+    cpu_ms = {side: statistics.median(values) for side, values in cpu.items()}
     ratio = medians["async"] / medians["threads"]
     return {
         "backend": blocking.engine.dialect.name,
@@ -104,6 +120,10 @@ def measure(url: str, count: int, appends: int, rounds: int, pool_size: int) -> 
         "events_per_s": {side: round(value, 1) for side, value in medians.items()},
         "rounds_events_per_s": {s: [round(v, 1) for v in values] for s, values in rates.items()},
         "ratio": round(ratio, 3),
+        # CPU per event tells the cost apart from the machine's load: on a busy machine a
+        # process of one thread gets one runnable thread's share of the CPUs, one of 50 threads
+        # up to 50 shares, whatever each spends per event.
+        "cpu_ms_per_event": {side: round(value, 3) for side, value in cpu_ms.items()},
         "target": "async (one loop) >= blocking store on a thread per conversation",
         "met": ratio >= 1.0,
     }
@@ -115,7 +135,9 @@ def report(result: dict[str, Any]) -> str:
         f"{result['backend']}: {result['conversations']} conversations, "
         f"{result['appends_per_conversation']} appends each: async {rates['async']:.0f} "
         f"events/s, {result['conversations']} threads {rates['threads']:.0f} events/s, "
-        f"ratio {result['ratio']:.2f} (>= 1 {'met' if result['met'] else 'NOT met'})"
+        f"ratio {result['ratio']:.2f} (>= 1 {'met' if result['met'] else 'NOT met'}); "
+        f"CPU per event: async {result['cpu_ms_per_event']['async']:.2f} ms, threads "
+        f"{result['cpu_ms_per_event']['threads']:.2f} ms"
     )
 
 
