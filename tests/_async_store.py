@@ -7,6 +7,8 @@ bound to :class:`BlockingAsyncStore`. That class takes ``EventStore``'s argument
 event loop that lives in a thread of its own; the test waits for the result. Calls from
 several test threads thus become concurrent tasks of that one loop, as in an asyncio program.
 
+A test that watches the store's engine (statement capture) is marked ``sync_only``.
+
 ``engine`` is a blocking engine of the same database (made by ``viewstore.create_engine``), for
 the tests' own look at the rows: the store's engine drives an asyncio driver, which only
 answers inside the loop.

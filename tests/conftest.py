@@ -178,7 +178,11 @@ ASYNC_TOO = "ASYNC_TOO"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if getattr(metafunc.module, ASYNC_TOO, False) and "store_flavour" in metafunc.fixturenames:
+    if (
+        getattr(metafunc.module, ASYNC_TOO, False)
+        and "store_flavour" in metafunc.fixturenames
+        and metafunc.definition.get_closest_marker("sync_only") is None
+    ):
         metafunc.parametrize("store_flavour", ["sync", "async"], indirect=True)
 
 
