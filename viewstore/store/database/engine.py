@@ -124,7 +124,11 @@ def create_engine_for(url: str | URL, *, schema: str | None = None, **kwargs: An
 
 
 def missing_driver(parsed: URL, error: ImportError) -> UnsupportedDatabaseError:
-    extra = "; pip install 'viewstore[postgres]'" if "psycopg" in str(error) else ""
+    extra = ""
+    if "psycopg" in str(error):
+        extra = "; pip install 'viewstore[postgres]'"
+    elif "aiosqlite" in str(error) or "greenlet" in str(error):
+        extra = "; pip install 'viewstore[asyncio]'"
     return UnsupportedDatabaseError(
         f"the driver for {parsed.drivername!r} URLs is not installed ({error}{extra})"
     )
