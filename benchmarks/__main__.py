@@ -8,7 +8,7 @@ printed and written to ``benchmarks/results/`` (cli.json, view.json, store-sqlit
 store-postgresql.json, web-sqlite.json, web-postgresql.json, web-load-sqlite.json,
 web-load-postgresql.json, prune-sqlite.json,
 prune-postgresql.json, scale-sqlite.json, scale-postgresql.json, fork-sqlite.json,
-fork-postgresql.json, server-append.json,
+fork-postgresql.json, server-append.json, async-sqlite.json, async-postgresql.json,
 partitions.json, openhands-sqlite.json /
 openhands-postgresql.json where the OpenHands SDK is installed, and ingest.json where
 openhands-agent-server is: ``.venv-agent-server``).
@@ -30,6 +30,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from benchmarks import (
+    bench_async,
     bench_cli,
     bench_fork,
     bench_partitions,
@@ -89,6 +90,7 @@ QUICK_SCALE = ["--stages", "30,90", "--repeat", "2"]
 QUICK_FORK = ["--events", "300", "--repeat", "1", "--blocks", "2"]
 QUICK_SERVER_APPEND = ["--blocks", "3", "--block", "5"]
 QUICK_WEB_LOAD = ["--events", "300", "--clients", "4", "--seconds", "1", "--workers", "2"]
+QUICK_ASYNC = ["--conversations", "4", "--appends", "3", "--rounds", "2", "--pool", "4"]
 QUICK_PARTITIONS = ["--blocks", "2", "--block", "5", "--conversations", "2", "--read-size", "200"]
 
 
@@ -173,6 +175,12 @@ def _sqlite(quick: bool, scratch: Path, results: Path) -> None:
     bench_web_load.main(
         ["--url", load_db, "--output", load_out, *(QUICK_WEB_LOAD if quick else [])]
     )
+    print("\n== asyncio store against a thread pool, SQLite", flush=True)
+    async_db = f"sqlite:///{scratch / 'async.db'}"
+    bench_async.main(
+        ["--url", async_db, "--output", str(results / "async-sqlite.json")]
+        + (QUICK_ASYNC if quick else [])
+    )
 
 
 def _postgres(postgres_url: str, quick: bool, results: Path) -> None:
@@ -214,6 +222,12 @@ def _postgres(postgres_url: str, quick: bool, results: Path) -> None:
         bench_server_append.main(
             ["--url", url, "--output", str(results / "server-append.json")]
             + (QUICK_SERVER_APPEND if quick else [])
+        )
+    print("\n== asyncio store against a thread pool, PostgreSQL", flush=True)
+    with scratch_postgres(postgres_url) as url:
+        bench_async.main(
+            ["--url", url, "--output", str(results / "async-postgresql.json")]
+            + (QUICK_ASYNC if quick else [])
         )
     print("\n== partitioned tables, PostgreSQL", flush=True)
     with scratch_postgres(postgres_url) as plain, scratch_postgres(postgres_url) as split:

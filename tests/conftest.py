@@ -171,6 +171,33 @@ def db_url(request: pytest.FixtureRequest) -> str:
     return url
 
 
+#: A test module that sets this to True also runs each test against ``AsyncEventStore``
+#: (the ``async`` flavour): the same test, with ``EventStore`` meaning a blocking face of the
+#: asyncio store (tests/_async_store.py).
+ASYNC_TOO = "ASYNC_TOO"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if (
+        getattr(metafunc.module, ASYNC_TOO, False)
+        and "store_flavour" in metafunc.fixturenames
+        and metafunc.definition.get_closest_marker("sync_only") is None
+    ):
+        metafunc.parametrize("store_flavour", ["sync", "async"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def store_flavour(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``sync``, or ``async`` in a module with ``ASYNC_TOO`` (its stores are then asyncio
+    stores). Autouse, so that it is set up before the fixtures that build stores."""
+    flavour = str(getattr(request, "param", "sync"))
+    if flavour == "async":
+        from tests._async_store import bind_everywhere  # noqa: PLC0415
+
+        bind_everywhere(monkeypatch)
+    return flavour
+
+
 #: A Citus coordinator's URL for tests/ops/test_citus.py. Without it those tests are deselected,
 #: not skipped: no Citus package exists for this machine, so CI has no cluster to run them on
 #: (docs/distribution.md says how they were run).

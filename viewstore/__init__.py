@@ -21,6 +21,7 @@ __version__ = "0.1.0"  # kept equal to pyproject.toml by tests/test_habits.py
 logging.getLogger("viewstore").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
+    from viewstore.aio import AsyncEventStore
     from viewstore.errors import (
         AuthenticationError,
         ChainMismatchError,
@@ -70,6 +71,7 @@ _STORE = "viewstore.store"
 #: Each public name, and the module it comes from (``create_engine`` is renamed).
 _WHERE = {
     "AppendResult": _STORE,
+    "AsyncEventStore": "viewstore.aio",
     "AuthenticationError": _ERRORS,
     "CheckpointError": _ERRORS,
     "ChainMismatchError": _ERRORS,
@@ -116,6 +118,7 @@ _RENAMED = {"create_engine": "create_engine_for"}
 
 __all__ = [  # every name of _WHERE, and the version
     "AppendResult",
+    "AsyncEventStore",
     "AuthenticationError",
     "ChainMismatchError",
     "CheckpointError",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import math
 import random
-import time
 import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
@@ -18,6 +17,7 @@ from viewstore.errors import (
     InvalidArgumentError,
     TransientStorageError,
 )
+from viewstore.pause import pause
 from viewstore.store.inputs import EventInput, check_integer, new_conversation_key
 from viewstore.store.records import AppendResult, StoredView
 
@@ -120,7 +120,7 @@ def append_with_retry(
                      error)  # fmt: skip
         # The exponent is capped: 2**1100 does not fit a float (OverflowError), and
         # max_backoff bounds the wait long before that anyway.
-        time.sleep(random.uniform(0, min(max_backoff, backoff * 2 ** min(attempt, 64))))
+        pause(random.uniform(0, min(max_backoff, backoff * 2 ** min(attempt, 64))))
     raise AssertionError("unreachable")  # pragma: no cover
 
 

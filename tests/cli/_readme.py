@@ -19,6 +19,9 @@ KIND says which test runs it:
 - ``recipe NAME``     an SQL recipe, run by test_sql_recipes.py on SQLite and PostgreSQL
 - ``openhands``       Python needing the OpenHands SDK: run by
                       tests/openhands/test_readme_example.py on SQLite and PostgreSQL
+- ``sketch``          Python for a framework the project does not depend on (FastAPI): not
+                      run; test_readme.py checks that it parses and calls on ``store`` only
+                      methods ``AsyncEventStore`` has
 """
 
 from __future__ import annotations
@@ -28,7 +31,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-KINDS = {"skip", "python", "bash", "postgres-bash", "postgres-reader", "recipe", "openhands"}
+KINDS = {
+    "skip",
+    "python",
+    "bash",
+    "postgres-bash",
+    "postgres-reader",
+    "recipe",
+    "openhands",
+    "sketch",
+}
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```\s*$", re.S | re.M)
 _MARKER = re.compile(r"<!-- readme-test: ([\w-]+)(?: ([^>]*?))? -->\s*$")
 

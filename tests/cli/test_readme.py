@@ -6,6 +6,7 @@ blocks and the reader-role block run in test_sql_recipes.py.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 import click
 import pytest
 
+from viewstore import AsyncEventStore
 from viewstore.cli import cli
 
 from ._readme import KINDS, blocks, blocks_of, section
@@ -58,6 +60,24 @@ def test_python_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     for block in blocks_of("python"):
         exec(compile(block.code, f"README.md:{block.line}", "exec"), {"__name__": "readme"})
+
+
+def test_sketches_parse_and_call_only_what_the_store_has() -> None:
+    """A sketch is not run (it needs FastAPI), but its calls on ``store`` are checked."""
+    sketches = blocks_of("sketch")
+    assert sketches
+    for block in sketches:
+        tree = ast.parse(block.code, f"README.md:{block.line}")
+        called = {
+            node.func.attr
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "store"
+        }
+        assert called, f"README.md:{block.line}: the sketch uses no store method"
+        assert all(callable(getattr(AsyncEventStore, name, None)) for name in called), called
 
 
 def test_bash_blocks_on_sqlite(tmp_path: Path) -> None:

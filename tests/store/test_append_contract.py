@@ -23,6 +23,7 @@ from ._helpers import A, C, E, M, O, Payload, R, S, U, X, dump, triple
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
+ASYNC_TOO = True
 
 CID = "conv-1"
 

@@ -22,6 +22,7 @@ from ._helpers import A, C, M, O, Payload, R, S, U, dump
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
+ASYNC_TOO = True
 
 CID = "conv"
 

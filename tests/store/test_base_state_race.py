@@ -39,6 +39,7 @@ print("done")
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
+ASYNC_TOO = True
 
 STEPS = 150
 

@@ -13,6 +13,7 @@ from ._helpers import A, C, M, O, R, S, U
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
+ASYNC_TOO = True
 
 
 def _fill(store: EventStore) -> datetime:

@@ -24,6 +24,7 @@ from ..ops._helpers import condensed_history, message
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
+ASYNC_TOO = True
 
 
 def _rows(store: EventStore, conversation: str) -> dict[str, int]:

@@ -12,6 +12,7 @@ from ._helpers import appending_meanwhile, triple
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
+ASYNC_TOO = True
 
 ROUNDS = 60
 

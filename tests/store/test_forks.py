@@ -40,6 +40,7 @@ from ._helpers import (
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
+ASYNC_TOO = True
 
 SEED = 20261124
 

@@ -26,6 +26,7 @@ from ._helpers import A, C, M, O, Payload, U, triple
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
+ASYNC_TOO = True
 
 SETTINGS = settings(
     max_examples=8,

@@ -21,6 +21,7 @@ from viewstore.view import View
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
+ASYNC_TOO = True
 
 
 def _agrees(store: EventStore, conversation: str) -> bool:

@@ -27,6 +27,7 @@ from ._helpers import appending_meanwhile, triple
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
+ASYNC_TOO = True
 
 SECRET = "sk-live-0123456789"
 

@@ -32,6 +32,7 @@ from ._helpers import A, C, E, M, O, Payload, R, U, X, dump, triple
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
+ASYNC_TOO = True
 
 SETTINGS = settings(
     max_examples=10,

@@ -24,6 +24,7 @@ from ._helpers import EMPTY_DIGEST, Vector, load_vectors, triple, view_digest
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
+ASYNC_TOO = True
 
 ONE_BY_ONE_MAX = 40  # events: larger cases are covered by batch splits and as-of reads
 AS_OF_ALL_MAX = 25

@@ -16,6 +16,7 @@ from ._helpers import S, U
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
+ASYNC_TOO = True
 
 
 @contextmanager
@@ -69,6 +70,7 @@ def test_verify_of_one_still_names_a_missing_conversation(store: EventStore) -> 
         store.verify("nope", against=checkpoint)  # the checkpoint never saw it either
 
 
+@pytest.mark.sync_only  # counts the statements on store.engine
 def test_verify_of_everything_asks_the_privilege_once(store: EventStore) -> None:
     _fill(store, 0, 5)
     with statements(store) as found:

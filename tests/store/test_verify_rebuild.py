@@ -12,6 +12,7 @@ from ._helpers import A, C, M, O, R, S, U, triple
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
+ASYNC_TOO = True
 
 CID = "conv"
 

@@ -22,6 +22,7 @@ from ._helpers import A, C, M, O, R, S, U, Vector, X, load_vectors
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
+ASYNC_TOO = True
 
 CID = "conv"
 TIMESTAMP = "2026-01-02T03:04:05.678901"
@@ -286,6 +287,7 @@ def test_a_read_without_the_schema_is_a_schema_error(db_url: str) -> None:
 
 
 @pytest.mark.postgres
+@pytest.mark.sync_only  # finds the store's pooled connection through store.engine
 def test_a_connection_dropped_under_a_read_is_replaced(fresh_pg_url: str) -> None:
     with EventStore(fresh_pg_url) as store:
         store.create_schema()

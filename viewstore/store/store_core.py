@@ -24,10 +24,13 @@ from viewstore.errors import InvalidArgumentError, UnsupportedDatabaseError
 from viewstore.store.append.fast_path import Tails
 from viewstore.store.database import migrate, slow
 from viewstore.store.database.engine import (
+    ASYNC_SUPPORTED,
+    SUPPORTED,
     WRITE,
     check_engine,
     check_schema,
     check_supported,
+    configured_schema,
     create_engine_for,
     default_url,
 )
@@ -74,7 +77,11 @@ class StoreCore:
         self._chain_key = resolve_key(chain_key)
         check_schema(schema)
         if isinstance(url_or_engine, Engine):
-            check_supported(url_or_engine.url)
+            # An asyncio driver only in an engine viewstore.aio set up: the asyncio store's.
+            made_here, _ = configured_schema(url_or_engine)
+            check_supported(
+                url_or_engine.url, SUPPORTED | (ASYNC_SUPPORTED if made_here else set())
+            )
             check_engine(url_or_engine, schema)
             self.engine = url_or_engine
             self._owns_engine = False

@@ -135,7 +135,7 @@ def save_at_once(
     params = {"c": conversation_id, "at": at_version, "p": payload}
     with engine.connect() as conn, driver_errors(conn):
         if engine.dialect.name == "postgresql":
-            driver = conn.connection.driver_connection
+            driver = conn.connection.dbapi_connection  # psycopg's, or its asyncio adapter
             assert driver is not None
             driver.autocommit = True
             try:

@@ -25,6 +25,8 @@ from contextlib import contextmanager
 
 from sqlalchemy import Engine, text
 
+from viewstore.pause import acquire, pause
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not on Windows
@@ -50,7 +52,7 @@ def conversation_lock(engine: Engine, conversation_id: str, timeout: float) -> I
         return
     database = engine.url.database
     thread_lock = _thread_lock(f"{database}\x00{conversation_id}")
-    if not thread_lock.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
+    if not acquire(thread_lock, deadline - time.monotonic()):
         raise TimeoutError(f"lock on conversation {conversation_id!r} not acquired in time")
     try:
         if database and database != ":memory:" and fcntl is not None:
@@ -76,7 +78,7 @@ def _advisory_lock(engine: Engine, key: int, deadline: float) -> Iterator[None]:
         while not conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar():
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"advisory lock {key} not acquired in time")
-            time.sleep(_POLL_SECONDS)
+            pause(_POLL_SECONDS)
         try:
             yield
         finally:
@@ -95,7 +97,7 @@ def _file_lock(path: str, deadline: float) -> Iterator[None]:
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     raise TimeoutError(f"lock file {path} not acquired in time") from None
-                time.sleep(_POLL_SECONDS)
+                pause(_POLL_SECONDS)
         try:
             yield
         finally:

@@ -247,12 +247,13 @@ def write_postgres(engine: Engine, p: Plan, *, server_function: bool = False) ->
     else:
         sql, params = postgres_statement(engine.dialect, p)
     with engine.connect() as conn, driver_errors(conn):
-        driver = conn.connection.driver_connection
+        # psycopg's connection, or SQLAlchemy's blocking face of psycopg's asyncio one
+        driver = conn.connection.dbapi_connection
         assert driver is not None
         driver.autocommit = True
         try:
             row = driver.execute(sql, params).fetchone()
-        except driver.Error as error:
+        except conn.dialect.loaded_dbapi.Error as error:
             if unique_violation(error):  # an id already stored (in whatever form it is said)
                 return False
             raise
@@ -295,8 +296,7 @@ def write_sqlite(engine: Engine, p: Plan) -> bool:
     already stored. The transaction is the driver's own: SQLAlchemy's begin and commit around
     it cost as much as the writes."""
     with engine.connect() as conn, driver_errors(conn):
-        driver = conn.connection.dbapi_connection
-        assert driver is not None
+        driver = _sqlite_driver(conn)
         driver.execute("BEGIN IMMEDIATE")
         try:
             if _write_sqlite(conn, p):
@@ -319,10 +319,21 @@ def _rollback(driver: Any) -> None:
         driver.execute("ROLLBACK")
 
 
+def _sqlite_driver(conn: Connection) -> Any:
+    """sqlite3's connection; on the asyncio store, aiosqlite's, behind a blocking face that
+    hands each call to its thread once (viewstore/aio/sqlite.py)."""
+    driver = conn.connection.driver_connection
+    assert driver is not None
+    if isinstance(driver, sqlite3.Connection):
+        return driver
+    from viewstore.aio.sqlite import BlockingConnection  # noqa: PLC0415 - the asyncio store's
+
+    return BlockingConnection(driver)
+
+
 def _write_sqlite(conn: Connection, p: Plan) -> bool:
     now = _datetime_processor(conn.dialect)(p.now)
-    driver = conn.connection.dbapi_connection
-    assert driver is not None
+    driver = _sqlite_driver(conn)
     columns, params = _guard_params(p, now)
     if driver.execute(_guard(columns, ":{}"), params).rowcount != 1:
         return False

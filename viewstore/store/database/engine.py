@@ -31,6 +31,8 @@ DEFAULT_URL = "sqlite:///viewstore.db"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 #: (database, driver) pairs the store runs on; "" is the dialect's default driver.
 SUPPORTED = frozenset({("sqlite", ""), ("sqlite", "pysqlite"), ("postgresql", "psycopg")})
+#: Their asyncio drivers, for ``viewstore.AsyncEventStore`` (viewstore/aio/engine.py).
+ASYNC_SUPPORTED = frozenset({("sqlite", "aiosqlite"), ("postgresql", "psycopg_async")})
 WRITE = {"viewstore_write": True}
 # Lower-case identifiers only: they need no quoting in SQL nor escaping in libpq's options.
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -92,10 +94,10 @@ def check_engine(engine: Engine, schema: str | None) -> None:
         )
 
 
-def check_supported(url: URL) -> None:
+def check_supported(url: URL, drivers: frozenset[tuple[str, str]] = SUPPORTED) -> None:
     """Raise ``UnsupportedDatabaseError`` unless the store runs on this URL's database."""
     backend, _, driver = url.drivername.partition("+")
-    if (backend, driver) not in SUPPORTED:
+    if (backend, driver) not in drivers:
         raise UnsupportedDatabaseError(
             f"viewstore does not run on {url.drivername!r} databases: use sqlite:///FILE or "
             "postgresql://USER@HOST/DB (psycopg 3)"
@@ -114,23 +116,40 @@ def create_engine_for(url: str | URL, *, schema: str | None = None, **kwargs: An
     if schema is not None and parsed.get_backend_name() == "sqlite":
         raise InvalidArgumentError("schema= is for PostgreSQL; a SQLite store is its own file")
     try:
-        engine = _create_engine(parsed, schema, **kwargs)
+        engine = create_engine(parsed, **engine_options(parsed, schema, kwargs))
     except ImportError as error:
-        extra = "; pip install 'viewstore[postgres]'" if "psycopg" in str(error) else ""
-        raise UnsupportedDatabaseError(
-            f"the driver for {parsed.drivername!r} URLs is not installed ({error}{extra})"
-        ) from error
-    slow.watch(engine)
-    _CONFIGURED[engine.dialect] = schema
+        raise missing_driver(parsed, error) from error
+    configure(engine, schema)
     return engine
 
 
-def _create_engine(parsed: URL, schema: str | None, **kwargs: Any) -> Engine:
+def missing_driver(parsed: URL, error: ImportError) -> UnsupportedDatabaseError:
+    extra = ""
+    if "psycopg" in str(error):
+        extra = "; pip install 'viewstore[postgres]'"
+    elif "aiosqlite" in str(error) or "greenlet" in str(error):
+        extra = "; pip install 'viewstore[asyncio]'"
+    return UnsupportedDatabaseError(
+        f"the driver for {parsed.drivername!r} URLs is not installed ({error}{extra})"
+    )
+
+
+def configure(engine: Engine, schema: str | None) -> None:
+    """Give ``engine`` (made with :func:`engine_options`) the per-connection settings and the
+    watches of its dialect, and record it as set up for ``schema``. For an asyncio engine,
+    this is its ``sync_engine``: the same listeners then run on the asyncio driver."""
+    if engine.dialect.name == "sqlite":
+        _configure_sqlite(engine, _busy_timeout_ms(engine.url))
+    slow.watch(engine)
+    _CONFIGURED[engine.dialect] = schema
+
+
+def engine_options(parsed: URL, schema: str | None, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments to create an engine for ``parsed`` with: ``kwargs``, and on PostgreSQL
+    the driver's connection options the store needs."""
     if parsed.get_backend_name() == "sqlite":
-        busy_timeout_ms = _busy_timeout_ms(parsed)
-        engine = create_engine(parsed, **kwargs)
-        _configure_sqlite(engine, busy_timeout_ms)
-        return engine
+        _busy_timeout_ms(parsed)  # a bad timeout is refused before the engine exists
+        return kwargs
     # No pool_pre_ping: it costs a round trip per transaction on the append hot path. After a
     # server restart the first statement on a dropped connection fails once (a
     # TransientStorageError) and the whole pool is replaced then (see translate.py).
@@ -145,7 +164,7 @@ def _create_engine(parsed: URL, schema: str | None, **kwargs: Any) -> Engine:
     connect_args.setdefault("prepare_threshold", None)
     if schema is not None:
         _search_path(connect_args, schema)
-    return create_engine(parsed, **kwargs)
+    return kwargs
 
 
 def _search_path(connect_args: dict[str, Any], schema: str) -> None:

@@ -1,0 +1,190 @@
+"""What AsyncEventStore offers beyond running EventStore's methods (those run the contract
+suites: ``ASYNC_TOO``): the same method set and signatures, the caller's transaction as an
+``AsyncConnection``, the conversation lock and ``append_with_retry`` shared by many tasks of
+one loop, and the SQLite settings on aiosqlite connections."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import create_async_engine as sqlalchemy_async_engine
+
+from viewstore import (
+    AsyncEventStore,
+    ConcurrencyError,
+    EventStore,
+    InvalidArgumentError,
+    StoredView,
+    UnsupportedDatabaseError,
+)
+from viewstore.aio import append_with_retry, async_url, create_async_engine
+
+from ..ops._helpers import message
+
+#: Context managers in both stores (``async with`` here), not coroutines.
+ENTERED = {"begin", "conversation_lock"}
+
+
+def public_methods(cls: type) -> set[str]:
+    return {name for name in dir(cls) if not name.startswith("_") and callable(getattr(cls, name))}
+
+
+def test_every_method_of_eventstore_is_offered_with_its_arguments() -> None:
+    missing = public_methods(EventStore) - public_methods(AsyncEventStore)
+    assert not missing
+    for name in public_methods(EventStore) - {"close"}:
+        sync, shell = getattr(EventStore, name), getattr(AsyncEventStore, name)
+        if name in ENTERED:
+            assert inspect.isasyncgenfunction(inspect.unwrap(shell)), name
+        else:
+            assert inspect.iscoroutinefunction(shell), name
+        wanted = [(p.name, p.kind, p.default) for p in inspect.signature(sync).parameters.values()]
+        found = [(p.name, p.kind, p.default) for p in inspect.signature(shell).parameters.values()]
+        assert found == wanted, name
+
+
+def test_urls_of_either_store_serve_and_others_are_refused(tmp_path: Path) -> None:
+    assert async_url(f"sqlite:///{tmp_path}/a.db").drivername == "sqlite+aiosqlite"
+    assert async_url("postgresql://u@h/d").drivername == "postgresql+psycopg_async"
+    assert async_url("postgresql+psycopg://u@h/d").drivername == "postgresql+psycopg_async"
+    with pytest.raises(UnsupportedDatabaseError):
+        AsyncEventStore("mysql+aiomysql://u@h/d")
+    with pytest.raises(UnsupportedDatabaseError):  # the blocking store wants a blocking driver
+        EventStore(f"sqlite+aiosqlite:///{tmp_path}/b.db")
+    plain = sqlalchemy_async_engine(f"sqlite+aiosqlite:///{tmp_path}/c.db")
+    with pytest.raises(UnsupportedDatabaseError):  # an asyncio engine made elsewhere
+        EventStore(plain.sync_engine)
+    with pytest.raises(UnsupportedDatabaseError):
+        AsyncEventStore(plain)
+    EventStore(create_async_engine(f"sqlite:///{tmp_path}/c.db").sync_engine)  # set up: taken
+    with pytest.raises(InvalidArgumentError, match="schema"):
+        AsyncEventStore(f"sqlite:///{tmp_path}/d.db", schema="x")
+
+
+def test_aiosqlite_connections_get_the_store_settings_and_writers_take_the_lock(
+    sqlite_url: str,
+) -> None:
+    path = sqlite_url.removeprefix("sqlite:///")
+
+    async def main() -> None:
+        async with AsyncEventStore(sqlite_url) as store:
+            await store.create_schema()
+            async with store.engine.connect() as conn:
+                pragmas = [
+                    (await conn.exec_driver_sql(f"PRAGMA {name}")).scalar()
+                    for name in ("busy_timeout", "journal_mode", "synchronous", "foreign_keys")
+                ]
+            assert pragmas == [30_000, "wal", 1, 1]
+            # A write transaction holds SQLite's write lock from its BEGIN on: another
+            # writer that will not wait is refused at once, before anything was written.
+            async with store.begin():
+                other = sqlite3.connect(path, timeout=0, isolation_level=None)
+                try:
+                    with pytest.raises(sqlite3.OperationalError, match="locked"):
+                        other.execute("BEGIN IMMEDIATE")
+                finally:
+                    other.close()
+
+    asyncio.run(main())
+
+
+def test_the_callers_transaction_commits_or_rolls_back_with_the_events(db_url: str) -> None:
+    async def main() -> None:
+        async with AsyncEventStore(db_url) as store:
+            await store.create_schema()
+            async with store.begin() as conn:
+                await conn.execute(text("CREATE TABLE orders (id INTEGER PRIMARY KEY)"))
+            async with store.begin() as conn:
+                await conn.execute(text("INSERT INTO orders VALUES (1)"))
+                result = await store.append("c", [message("m1")], connection=conn)
+            assert result.version == 1
+            with pytest.raises(RuntimeError):
+                async with store.begin() as conn:
+                    await conn.execute(text("INSERT INTO orders VALUES (2)"))
+                    await store.append("c", [message("m2")], connection=conn)
+                    raise RuntimeError("the caller changes its mind")
+            async with AsyncSession(store.engine) as session, session.begin():
+                await session.execute(text("INSERT INTO orders VALUES (3)"))
+                await store.append("c", [message("m3")], connection=session)
+            # A failed append inside leaves the caller's transaction going on.
+            async with store.begin() as conn:
+                with pytest.raises(ConcurrencyError):
+                    await store.append("c", [message("m4")], connection=conn, expected_version=0)
+                await conn.execute(text("INSERT INTO orders VALUES (4)"))
+            async with store.engine.connect() as conn:
+                orders = (await conn.execute(text("SELECT id FROM orders ORDER BY id"))).all()
+            assert [row[0] for row in orders] == [1, 3, 4]
+            assert [e.event_id for e in await store.events("c")] == ["m1", "m3"]
+            assert (await store.verify()).ok
+
+    asyncio.run(main())
+
+
+def test_tasks_of_one_loop_take_turns_at_the_conversation_lock(db_url: str) -> None:
+    """The lock excludes the other tasks of the same loop, and waiting for it never stops the
+    loop: the holder goes on running (on SQLite the lock is a thread lock, which tasks of one
+    thread share: a blocking wait would hang here until the timeout)."""
+    inside: list[int] = []
+    overlaps: list[int] = []
+
+    async def main() -> None:
+        async with AsyncEventStore(db_url) as store:
+            await store.create_schema()
+            await asyncio.wait_for(asyncio.gather(*(hold(store, n) for n in range(8))), 20)
+            with pytest.raises(TimeoutError):  # a holder keeps it; a short wait gives up
+                async with (
+                    store.conversation_lock("c"),
+                    store.conversation_lock("c", timeout=0.05),
+                ):
+                    pass
+
+    async def hold(store: AsyncEventStore, number: int) -> None:
+        async with store.conversation_lock("c", timeout=10):
+            if inside:
+                overlaps.append(number)
+            inside.append(number)
+            await asyncio.sleep(0.02)  # the loop runs the others meanwhile
+            await store.append("c", [message(f"m{number}")])
+            inside.remove(number)
+
+    asyncio.run(main())
+    assert not overlaps
+
+
+def test_append_with_retry_from_many_tasks_settles_every_conflict(db_url: str) -> None:
+    conflicts: list[int] = []
+
+    def decider(task: int) -> Callable[[StoredView | None], list[dict[str, object]]]:
+        def decide(view: StoredView | None) -> list[dict[str, object]]:
+            version = 0 if view is None else view.version
+            return [message(f"task{task}-after-{version}")]  # says what it was decided on
+
+        return decide
+
+    async def main() -> None:
+        async with AsyncEventStore(db_url) as store:
+            await store.create_schema()
+            results = await asyncio.gather(
+                *(
+                    append_with_retry(
+                        store, "c", decider(task), attempts=200, backoff=0.001,
+                        max_backoff=0.02,
+                        on_conflict=lambda _error, attempt: conflicts.append(attempt),
+                    )
+                    for task in range(12)
+                )
+            )  # fmt: skip
+            assert sorted(r.version for r in results) == list(range(1, 13))
+            ids = [e.event_id for e in await store.events("c")]
+            assert sorted(i.split("-")[0] for i in ids) == sorted(f"task{t}" for t in range(12))
+            assert [i.split("-after-")[1] for i in ids] == [str(n) for n in range(12)]
+
+    asyncio.run(main())
+    assert conflicts  # they did collide, and the backoff let the loop run the others

@@ -1,0 +1,258 @@
+"""``AsyncEventStore``: the ``EventStore`` for asyncio programs, a thin shell over it.
+
+SQLAlchemy's asyncio layer drives an asyncio driver (aiosqlite, psycopg's ``AsyncConnection``)
+through an ordinary ``Engine``, its ``AsyncEngine.sync_engine``, from blocking-style code that
+runs in a greenlet: each time that code waits for the driver, the greenlet hands the wait to
+the event loop, and the loop runs other tasks meanwhile. ``AsyncEventStore`` keeps an
+``EventStore`` on that engine and runs each of its methods that way (``greenlet_spawn``). So
+both stores run one definition of every statement, plan, check, retry and error translation:
+the append's fast path and its server-side call, the locked ordinary path, the reads, the
+audits. Only the waiting differs (viewstore/pause.py).
+
+Cancellation: a task cancelled while one of these calls waits for the database gets its
+``CancelledError`` raised inside the blocking code, at that wait, and it unwinds as any error
+does: the transaction rolls back and the connection goes back to the pool (docs/asyncio.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from contextlib import (
+    AbstractAsyncContextManager,
+    AbstractContextManager,
+    asynccontextmanager,
+    nullcontext,
+)
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar
+
+from sqlalchemy import Connection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+from sqlalchemy.orm import Session
+from sqlalchemy.util.concurrency import greenlet_spawn
+
+from viewstore.aio.engine import create_async_engine
+from viewstore.store.database.engine import default_url
+from viewstore.store.event_store import EventStore
+from viewstore.store.inputs import DEFAULT_MAX_EVENT_BYTES, EventInput
+from viewstore.store.records import AppendResult
+from viewstore.store.store_core import ConversationId
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_T = TypeVar("_T")
+Caller = AsyncConnection | AsyncSession | Connection | Session
+
+
+def _shell(
+    method: Callable[Concatenate[EventStore, _P], _R],
+) -> Callable[Concatenate[AsyncEventStore, _P], Coroutine[Any, Any, _R]]:
+    """``method`` of ``EventStore``, as a coroutine method running it in a greenlet."""
+
+    @functools.wraps(method)
+    async def shell(self: AsyncEventStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        # A partial: greenlet_spawn's own keyword would clash with the method's in the types.
+        return await greenlet_spawn(functools.partial(method, self.sync_store, *args, **kwargs))
+
+    return shell
+
+
+def _writer(
+    method: Callable[Concatenate[EventStore, _P], _R],
+) -> Callable[Concatenate[AsyncEventStore, _P], Coroutine[Any, Any, _R]]:
+    """``_shell``, for a method that writes: on SQLite it waits its turn (``_turns``)."""
+
+    @functools.wraps(method)
+    async def shell(self: AsyncEventStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        async with self._turns():
+            return await greenlet_spawn(functools.partial(method, self.sync_store, *args, **kwargs))
+
+    return shell
+
+
+class AsyncEventStore:
+    """``EventStore``'s methods, arguments, results and errors, awaited: ``await
+    store.append(...)``, ``await store.view(...)``... (see ``EventStore`` for each).
+
+    ``url_or_engine``: a database URL (default: ``VIEWSTORE_URL``, else
+    ``sqlite:///viewstore.db``), written for either store: ``sqlite:///f.db`` runs on
+    aiosqlite and ``postgresql://`` on psycopg's asyncio connection; or an engine made by
+    ``viewstore.aio.create_async_engine``. The other arguments are ``EventStore``'s.
+    """
+
+    def __init__(
+        self,
+        url_or_engine: str | AsyncEngine | None = None,
+        *,
+        schema: str | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        chain_key: str | bytes | None = None,
+        fast_path: bool = True,
+        server_append: bool | None = None,
+    ) -> None:
+        if isinstance(url_or_engine, AsyncEngine):
+            self.engine = url_or_engine
+            self._owns_engine = False
+        else:
+            self.engine = create_async_engine(url_or_engine or default_url(), schema=schema)
+            self._owns_engine = True
+        try:
+            #: The blocking store every call runs; usable only inside ``run_sync``.
+            self.sync_store = EventStore(
+                self.engine.sync_engine,
+                schema=schema,
+                max_event_bytes=max_event_bytes,
+                chain_key=chain_key,
+                fast_path=fast_path,
+                server_append=server_append,
+            )
+        except BaseException:
+            if self._owns_engine:
+                self.engine.sync_engine.dispose(close=False)
+            raise
+        self._writers = asyncio.Lock() if self.engine.dialect.name == "sqlite" else None
+
+    def _turns(self) -> AbstractAsyncContextManager[Any]:
+        """On SQLite, this store's writers one at a time, in the order they came. SQLite has a
+        single write lock, and a writer that finds it taken waits in SQLite's busy handler,
+        which sleeps in steps of up to 100 ms: many tasks of one loop appending at once would
+        mostly sleep, the lock often free meanwhile (50 appends at once took over a second
+        that way). The store's own queue hands the lock on at once. Other processes, and
+        ``begin()`` blocks, still meet at SQLite's lock."""
+        return self._writers if self._writers is not None else nullcontext()
+
+    @property
+    def schema(self) -> str | None:
+        return self.sync_store.schema
+
+    @property
+    def max_event_bytes(self) -> int:
+        return self.sync_store.max_event_bytes
+
+    async def run_sync(
+        self, fn: Callable[Concatenate[EventStore, _P], _T], *args: _P.args, **kwargs: _P.kwargs
+    ) -> _T:
+        """``fn(sync_store, *args, **kwargs)`` in the greenlet every method runs in: blocking
+        code written against ``EventStore`` (``viewstore.append_with_retry``, say), awaited."""
+        return await greenlet_spawn(functools.partial(fn, self.sync_store, *args, **kwargs))
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def close(self) -> None:
+        await greenlet_spawn(self.sync_store.close)
+        if self._owns_engine:
+            await self.engine.dispose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    create_schema = _writer(EventStore.create_schema)
+    schema_revision = _shell(EventStore.schema_revision)
+    citus_distribute = _writer(EventStore.citus_distribute)
+
+    # -- writing ------------------------------------------------------------------------
+
+    async def append(
+        self,
+        conversation_id: ConversationId,
+        events: EventInput | Iterable[EventInput],
+        *,
+        expected_version: int | None = None,
+        connection: Caller | None = None,
+    ) -> AppendResult:
+        """``EventStore.append``; ``connection`` may also be an ``AsyncConnection`` (as
+        ``begin()`` yields) or an ``AsyncSession`` of the store's engine."""
+        append = functools.partial(
+            self.sync_store.append,
+            conversation_id,
+            events,
+            expected_version=expected_version,
+            connection=None if connection is None else _blocking(connection),
+        )
+        if connection is not None:  # in the caller's transaction, which has the lock already
+            return await greenlet_spawn(append)
+        async with self._turns():
+            return await greenlet_spawn(append)
+
+    @asynccontextmanager
+    async def begin(self) -> AsyncIterator[AsyncConnection]:
+        """``EventStore.begin``: a write transaction, as an ``AsyncConnection`` of the store's
+        engine, committed at the end of the block (rolled back on an exception or a
+        cancellation); ``await store.append(..., connection=conn)`` inside it."""
+        async with self._entered(self.sync_store.begin()) as conn:
+            yield AsyncConnection(self.engine, conn)
+
+    @asynccontextmanager
+    async def conversation_lock(
+        self, conversation_id: ConversationId, *, timeout: float = 30.0
+    ) -> AsyncIterator[None]:
+        """``EventStore.conversation_lock``, waited for without blocking the event loop."""
+        async with self._entered(
+            self.sync_store.conversation_lock(conversation_id, timeout=timeout)
+        ):
+            yield
+
+    @asynccontextmanager
+    async def _entered(self, manager: AbstractContextManager[_T]) -> AsyncIterator[_T]:
+        """A blocking context manager of the store, entered and left in greenlets."""
+        value = await greenlet_spawn(manager.__enter__)
+        try:
+            yield value
+        except BaseException as error:
+            if not await greenlet_spawn(manager.__exit__, type(error), error, error.__traceback__):
+                raise
+        else:
+            await greenlet_spawn(manager.__exit__, None, None, None)
+
+    save_base_state = _writer(EventStore.save_base_state)
+    save_conversation_info = _writer(EventStore.save_conversation_info)
+    fork = _writer(EventStore.fork)
+    redact = _writer(EventStore.redact)
+    erase = _writer(EventStore.erase)
+    rebuild = _writer(EventStore.rebuild)
+
+    # -- reading ------------------------------------------------------------------------
+
+    view = _shell(EventStore.view)
+    view_page = _shell(EventStore.view_page)
+    in_view = _shell(EventStore.in_view)
+    resume_view = _shell(EventStore.resume_view)
+    replay = _shell(EventStore.replay)
+    version = _shell(EventStore.version)
+    events = _shell(EventStore.events)
+    event = _shell(EventStore.event)
+    log_index = _shell(EventStore.log_index)
+    feed = _shell(EventStore.feed)
+    base_state = _shell(EventStore.base_state)
+    condensation = _shell(EventStore.condensation)
+    condensations = _shell(EventStore.condensations)
+    forgotten_by = _shell(EventStore.forgotten_by)
+    conversations = _shell(EventStore.conversations)
+    conversation_page = _shell(EventStore.conversation_page)
+    conversation_count = _shell(EventStore.conversation_count)
+    conversation_count_estimate = _shell(EventStore.conversation_count_estimate)
+    conversation_ids = _shell(EventStore.conversation_ids)
+    conversation_info = _shell(EventStore.conversation_info)
+    inactive_conversations = _shell(EventStore.inactive_conversations)
+    fork_origin = _shell(EventStore.fork_origin)
+    forks = _shell(EventStore.forks)
+    redactions = _shell(EventStore.redactions)
+    tombstone = _shell(EventStore.tombstone)
+
+    # -- auditing -----------------------------------------------------------------------
+
+    verify = _shell(EventStore.verify)
+    checkpoint = _shell(EventStore.checkpoint)
+    live_equals_resume = _shell(EventStore.live_equals_resume)
+
+
+def _blocking(connection: Caller) -> Connection | Session:
+    if isinstance(connection, AsyncConnection):
+        return connection.sync_connection  # type: ignore[return-value]  # None once closed
+    if isinstance(connection, AsyncSession):
+        return connection.sync_session
+    return connection
