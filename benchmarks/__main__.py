@@ -7,7 +7,8 @@ created on it for the run and dropped afterwards. SQLite runs on a temporary fil
 printed and written to ``benchmarks/results/`` (cli.json, view.json, store-sqlite.json,
 store-postgresql.json, web-sqlite.json, web-postgresql.json, prune-sqlite.json,
 prune-postgresql.json, scale-sqlite.json, scale-postgresql.json, fork-sqlite.json,
-fork-postgresql.json, server-append.json,
+fork-postgresql.json, footprint-sqlite.json, footprint-postgresql.json,
+server-append.json,
 partitions.json, and openhands-sqlite.json /
 openhands-postgresql.json where the OpenHands SDK is installed).
 ``--quick`` shrinks every size, for a smoke test of the suite itself: its figures mean nothing.
@@ -29,6 +30,7 @@ from sqlalchemy.engine import make_url
 
 from benchmarks import (
     bench_cli,
+    bench_footprint,
     bench_fork,
     bench_partitions,
     bench_prune,
@@ -65,6 +67,7 @@ QUICK_PRUNE = ["--conversations", "5", "--events", "20"]
 SCALE = ["--stages", "1000,10000", "--repeat", "10"]
 QUICK_SCALE = ["--stages", "30,90", "--repeat", "2"]
 QUICK_FORK = ["--events", "300", "--repeat", "1", "--blocks", "2"]
+QUICK_FOOTPRINT = ["--events", "400", "--repeat", "1"]
 QUICK_SERVER_APPEND = ["--blocks", "3", "--block", "5"]
 QUICK_PARTITIONS = ["--blocks", "2", "--block", "5", "--conversations", "2", "--read-size", "200"]
 
@@ -133,6 +136,12 @@ def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
         ["--url", f"sqlite:///{scratch / 'fork.db'}", "--output", str(results / "fork-sqlite.json")]
         + (QUICK_FORK if quick else [])
     )
+    print("\n== bytes per conversation, SQLite", flush=True)
+    bench_footprint.main(
+        ["--url", f"sqlite:///{scratch / 'footprint.db'}"]
+        + ["--output", str(results / "footprint-sqlite.json")]
+        + (QUICK_FOOTPRINT if quick else [])
+    )
     print("\n== viewer pages, SQLite", flush=True)
     bench_web.main(["--url", f"sqlite:///{scratch / 'web.db'}", *web_args])
     if not postgres_url:
@@ -161,6 +170,12 @@ def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
         bench_fork.main(
             ["--url", url, "--output", str(results / "fork-postgresql.json")]
             + (QUICK_FORK if quick else [])
+        )
+    print("\n== bytes per conversation, PostgreSQL", flush=True)
+    with scratch_postgres(postgres_url) as url:
+        bench_footprint.main(
+            ["--url", url, "--output", str(results / "footprint-postgresql.json")]
+            + (QUICK_FOOTPRINT if quick else [])
         )
     print("\n== server-side append, PostgreSQL", flush=True)
     with scratch_postgres(postgres_url) as url:
