@@ -26,6 +26,7 @@ from viewstore.store import (
     derived,
     fork_links,
     forking,
+    lineage,
     reads,
     redaction,
     rows,
@@ -263,7 +264,7 @@ def rebuild(conn: Connection, keys: Sequence[str] | None) -> int:
         conn.execute(
             delete(manipulation_indices).where(manipulation_indices.c.conversation_id == key)
         )
-        rows.write_projection(conn, key, projection)
+        rows.write_projection(conn, key, projection, lineage.segments(conn, conv))
         last_hash = stored[-1].hash if stored else conv.last_hash
         rows.save_state(conn, key, projection.state, last_hash, conv.updated_at)
         count += 1

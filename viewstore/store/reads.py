@@ -1,11 +1,11 @@
 """Read queries: the materialized view (current or as of a seq), and the log itself.
 
-Reading a view never replays the log and never joins it: every view row carries a copy of its
-event, so the current view is one range scan of the partial index ``ix_view_entries_current``
-and an as-of view one scan of the conversation's rows by their lifetimes. Those scans go
-straight to the driver's cursor, and the events are built only when asked for
-(``StoredEvents``): a view read then costs about what a bare ``SELECT payload`` of the same
-rows costs.
+Reading a view never replays the log: the current view is one range scan of the partial index
+``ix_view_entries_current`` and an as-of view one scan of the conversation's rows by their
+lifetimes, each row joined to its event's row in the log by the log's primary key (a view row
+carries no copy of its payload, revision 0022). Those scans go straight to the driver's
+cursor, and the events are built only when asked for (``StoredEvents``): a view read then
+costs about what a bare ``SELECT payload`` of the same rows costs.
 """
 
 from __future__ import annotations
@@ -37,11 +37,24 @@ def conversation_row(conn: Connection, conversation_id: str) -> Row[Any]:
 _CONVERSATION = (
     "SELECT version, unhandled_request, id, forked_from, fork_seq FROM conversations WHERE id = :c"
 )
-_ENTRIES = "SELECT envelope, payload FROM view_entries WHERE conversation_id = :c AND "
-_CURRENT_ENTRIES = _ENTRIES + "left_seq IS NULL ORDER BY order_key"
-_ENTRIES_AS_OF = (
-    _ENTRIES + "entered_seq <= :s AND (left_seq IS NULL OR left_seq > :s) ORDER BY order_key"
+# An event's payload is the log's, joined on its primary key; a summary's is its row's (the
+# log has no row of it: the join finds its condensation's, which the coalesce passes over). A
+# fork's copied rows name the conversation whose log holds their event (``holder``); the rows
+# of a conversation that is no fork never do, and join on the conversation itself, which
+# keeps the join inside one conversation's range of the log's key. Outer join: a row keeps its
+# copy while a store migrates to revision 0022, and reads it.
+_ENTRIES = (
+    "SELECT v.envelope, COALESCE(v.payload, e.payload) FROM view_entries v "
+    "LEFT JOIN events e ON e.conversation_id = {} AND e.seq = v.seq "
+    "WHERE v.conversation_id = :c AND "
 )
+_CURRENT = "v.left_seq IS NULL ORDER BY v.order_key"
+_AS_OF = "v.entered_seq <= :s AND (v.left_seq IS NULL OR v.left_seq > :s) ORDER BY v.order_key"
+#: (current, as of a seq), by whether the rows may name a holder (a fork's).
+_VIEW_ENTRIES = {
+    fork: (_ENTRIES.format(holder) + _CURRENT, _ENTRIES.format(holder) + _AS_OF)
+    for fork, holder in ((False, ":c"), (True, "COALESCE(v.holder, v.conversation_id)"))
+}
 _INDICES = "SELECT position FROM manipulation_indices WHERE conversation_id = :c AND "
 _CURRENT_INDICES = _INDICES + "to_seq IS NULL ORDER BY position"
 _INDICES_AS_OF = _INDICES + "from_seq <= :s AND (to_seq IS NULL OR to_seq > :s) ORDER BY position"
@@ -78,14 +91,15 @@ def read_view(
     if not found:
         raise ConversationNotFoundError(conversation_id)
     version, unhandled, *lineage_columns = found[0]
+    row = _LineageRow(*lineage_columns)
+    current_entries, entries_as_of = _VIEW_ENTRIES[lineage.is_fork(row)]
     if as_of is None:
-        entries = _fetch(conn, _CURRENT_ENTRIES + page, params)
+        entries = _fetch(conn, current_entries + page, params)
         indices = _fetch(conn, _CURRENT_INDICES, params)
     else:
-        row = _LineageRow(*lineage_columns)
         version, unhandled = as_of, unhandled_as_of(conn, row, as_of)
         params["c"] = lineage.owner(conn, row, as_of)
-        entries = _fetch(conn, _ENTRIES_AS_OF + page, params)
+        entries = _fetch(conn, entries_as_of + page, params)
         indices = _fetch(conn, _INDICES_AS_OF, params)
     return StoredView(
         conversation_id=conversation_id,

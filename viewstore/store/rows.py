@@ -8,7 +8,18 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Row, and_, bindparam, func, insert, or_, select, update
+from sqlalchemy import (
+    Connection,
+    Row,
+    and_,
+    bindparam,
+    case,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from viewstore.chain import event_hash
@@ -315,8 +326,27 @@ _VIEW_RULE_COLUMNS = tuple(
         "thinking", "entered_seq", "left_seq", "is_summary",
     )
 )  # fmt: skip
-_COPY_COLUMNS = tuple(
-    view_entries.c[name] for name in ("payload", "source", "timestamp", "parent_id", "envelope")
+# A row's event, as a read sees it: an event's from the log row it names (its own
+# conversation's, or ``holder``'s for a fork's copied rows), a summary's from the row itself.
+# Outer-joined, so a row still carrying a copy of its event (a store migrating to revision
+# 0022) reads that copy.
+_LOGGED = events.alias("logged")
+_HOLDER = func.coalesce(view_entries.c.holder, view_entries.c.conversation_id)
+_WITH_EVENTS = view_entries.outerjoin(
+    _LOGGED, and_(_LOGGED.c.conversation_id == _HOLDER, _LOGGED.c.seq == view_entries.c.seq)
+)
+
+
+def _event_field(name: str) -> Any:
+    own, logged = view_entries.c[name], _LOGGED.c[name]
+    if name == "payload":
+        return func.coalesce(own, logged).label(name)
+    return case((view_entries.c.is_summary, own), else_=func.coalesce(own, logged)).label(name)
+
+
+_COPY_COLUMNS = (
+    *(_event_field(name) for name in ("payload", "source", "timestamp", "parent_id")),
+    view_entries.c.envelope,
 )
 
 
@@ -359,6 +389,7 @@ def load_all_entries(conn: Connection, conversation_id: str) -> list[tuple[ViewE
     """Every entry the conversation ever had, complete, each with its stored envelope."""
     rows = conn.execute(
         select(*_VIEW_RULE_COLUMNS, *_COPY_COLUMNS)
+        .select_from(_WITH_EVENTS)
         .where(view_entries.c.conversation_id == conversation_id)
         .order_by(view_entries.c.order_key)
     )
@@ -398,11 +429,16 @@ def load_open_indices(conn: Connection, conversation_id: str) -> set[int]:
     return {row.position for row in rows}
 
 
-def entry_params(conversation_id: str, entry: ViewEntry) -> dict[str, Any]:
-    """One ``view_entries`` row, every column: the one definition both write paths use."""
+def entry_params(
+    conversation_id: str, entry: ViewEntry, holder: str | None = None
+) -> dict[str, Any]:
+    """One ``view_entries`` row, every column: the one definition both write paths use. An
+    event's payload and fields are the log's (not written here); a summary's are the row's.
+    ``holder``: the conversation whose log holds the event, if not ``conversation_id``."""
     if entry.payload is None:
         # Only entries loaded for a condensation lack their copies, and those are never new.
         raise ValueError(f"view entry {entry.id!r} has no payload to write")
+    own = entry.is_summary
     return {
         "conversation_id": conversation_id,
         "order_key": entry.order_key,
@@ -415,21 +451,32 @@ def entry_params(conversation_id: str, entry: ViewEntry) -> dict[str, Any]:
         "thinking": entry.thinking,
         "entered_seq": entry.entered_seq,
         "left_seq": entry.left_seq,
-        "payload": entry.payload,
-        "source": entry.source,
-        "timestamp": entry.timestamp,
-        "parent_id": entry.parent_id,
+        "payload": entry.payload if own else None,
+        "source": entry.source if own else None,
+        "timestamp": entry.timestamp if own else None,
+        "parent_id": entry.parent_id if own else None,
         "is_summary": entry.is_summary,
         "envelope": envelope(entry),
+        "holder": holder,
     }
 
 
-def write_projection(conn: Connection, conversation_id: str, projection: Projection) -> None:
-    """Write exactly the row changes the projector returned, one statement per kind."""
+def write_projection(
+    conn: Connection,
+    conversation_id: str,
+    projection: Projection,
+    parts: Sequence[lineage.Segment] = (),
+) -> None:
+    """Write exactly the row changes the projector returned, one statement per kind. ``parts``:
+    the conversation's lineage where its rows may name events of its sources (a rebuild of a
+    fork); an append's new rows are always of its own events."""
     if projection.new_entries:
         conn.execute(
             _INSERT_ENTRIES,
-            [entry_params(conversation_id, entry) for entry in projection.new_entries],
+            [
+                entry_params(conversation_id, entry, lineage.holder(parts, entry.seq))
+                for entry in projection.new_entries
+            ],
         )
     for seq, keys in _by_seq(projection.closed_entries).items():
         for part in chunks(keys):
