@@ -248,6 +248,31 @@ def test_verify_finds_a_copy_that_differs_from_the_log(
     assert store.view(CID) == before
 
 
+def test_verify_finds_a_fork_row_that_reads_another_log(store: EventStore) -> None:
+    """A fork's copied row names the log holding its event (revision 0022): pointed at another
+    conversation's log, the fork's view reads that one's event at the seq, and verify says
+    so; a rebuild names the right log again."""
+    store.append(CID, rich_history())
+    store.append("other", [S(), U("u-other"), M("m-other")])
+    store.fork(CID, 6, "fork")
+    before = store.view("fork")
+    assert store.verify().ok
+    with store.engine.begin() as conn:
+        changed = conn.execute(
+            text(
+                "UPDATE view_entries SET holder = 'other' WHERE conversation_id = 'fork' "
+                "AND seq = 2 AND NOT is_summary"
+            )
+        )
+        assert changed.rowcount == 1
+    assert store.view("fork").events.payloads() != before.events.payloads()
+    (problem,) = store.verify().problems
+    assert problem.startswith("fork: 1 view rows carry a copy of their event that differs")
+    store.rebuild("fork")
+    assert store.verify().ok
+    assert store.view("fork") == before
+
+
 def test_a_row_that_is_wrong_beyond_its_copies_is_named_as_such(store: EventStore) -> None:
     store.append(CID, rich_history())
     with store.engine.begin() as conn:
