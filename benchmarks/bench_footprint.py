@@ -111,7 +111,7 @@ def _timed(fn: Callable[[], object]) -> float:
 
 def measure_shape(store: EventStore, events: list[dict[str, Any]], repeat: int) -> dict[str, Any]:
     engine = store.engine
-    key = f"footprint-{uuid.uuid4().hex[:8]}"
+    key = uuid.uuid4().hex  # an OpenHands conversation id: 32 hex digits
     before = table_bytes(engine)
     for start in range(0, len(events), BATCH):
         store.append(key, events[start : start + BATCH])
