@@ -13,7 +13,6 @@ from sqlalchemy import (
     Row,
     and_,
     bindparam,
-    case,
     func,
     insert,
     or_,
@@ -326,28 +325,13 @@ _VIEW_RULE_COLUMNS = tuple(
         "thinking", "entered_seq", "left_seq", "is_summary",
     )
 )  # fmt: skip
-# A row's event, as a read sees it: an event's from the log row it names (its own
-# conversation's, or ``holder``'s for a fork's copied rows), a summary's from the row itself.
-# Outer-joined, so a row still carrying a copy of its event (a store migrating to revision
-# 0022) reads that copy.
-_LOGGED = events.alias("logged")
-_HOLDER = func.coalesce(view_entries.c.holder, view_entries.c.conversation_id)
-_WITH_EVENTS = view_entries.outerjoin(
-    _LOGGED, and_(_LOGGED.c.conversation_id == _HOLDER, _LOGGED.c.seq == view_entries.c.seq)
+# What a row holds of its event: a summary's, or a copy a row of a store migrating to revision
+# 0022 still carries; the rest is read from the log (``_logged_fields``).
+_COPY_COLUMNS = tuple(
+    view_entries.c[name]
+    for name in ("payload", "source", "timestamp", "parent_id", "envelope", "holder")
 )
-
-
-def _event_field(name: str) -> Any:
-    own, logged = view_entries.c[name], _LOGGED.c[name]
-    if name == "payload":
-        return func.coalesce(own, logged).label(name)
-    return case((view_entries.c.is_summary, own), else_=func.coalesce(own, logged)).label(name)
-
-
-_COPY_COLUMNS = (
-    *(_event_field(name) for name in ("payload", "source", "timestamp", "parent_id")),
-    view_entries.c.envelope,
-)
+_FIELDS = ("payload", "source", "timestamp", "parent_id")
 
 
 def _entry_from_row(row: Row[Any], **copies: Any) -> ViewEntry:
@@ -386,26 +370,45 @@ def load_current_view(
 
 
 def load_all_entries(conn: Connection, conversation_id: str) -> list[tuple[ViewEntry, str]]:
-    """Every entry the conversation ever had, complete, each with its stored envelope."""
+    """Every entry the conversation ever had, complete as a read sees it (an event's payload
+    and fields from the log its row names, a summary's from the row), each with its stored
+    envelope."""
     rows = conn.execute(
         select(*_VIEW_RULE_COLUMNS, *_COPY_COLUMNS)
-        .select_from(_WITH_EVENTS)
         .where(view_entries.c.conversation_id == conversation_id)
         .order_by(view_entries.c.order_key)
-    )
-    return [
-        (
-            _entry_from_row(
-                row,
-                payload=row.payload,
-                source=row.source,
-                timestamp=row.timestamp,
-                parent_id=row.parent_id,
-            ),
-            row.envelope,
-        )
-        for row in rows
-    ]
+    ).all()
+    logged = _logged_fields(conn, conversation_id, rows)
+    found = []
+    for row in rows:
+        own = [getattr(row, name) for name in _FIELDS]
+        if not row.is_summary:
+            log = logged.get((row.holder or conversation_id, row.seq), (None,) * len(_FIELDS))
+            own = [
+                mine if mine is not None else theirs for mine, theirs in zip(own, log, strict=True)
+            ]
+        found.append((_entry_from_row(row, **dict(zip(_FIELDS, own, strict=True))), row.envelope))
+    return found
+
+
+def _logged_fields(
+    conn: Connection, conversation_id: str, rows: Sequence[Row[Any]]
+) -> dict[tuple[str, int], tuple[Any, ...]]:
+    """The log's payload and fields of the events these rows name, by (holder, seq): one
+    statement per holder and few hundred seqs, each naming a single conversation."""
+    wanted: dict[str, list[int]] = {}
+    for row in rows:
+        if not row.is_summary:
+            wanted.setdefault(row.holder or conversation_id, []).append(row.seq)
+    found: dict[tuple[str, int], tuple[Any, ...]] = {}
+    for holder, seqs in wanted.items():
+        for part in chunks(seqs):
+            query = select(events.c.seq, *(events.c[name] for name in _FIELDS)).where(
+                events.c.conversation_id == holder, events.c.seq.in_(part)
+            )
+            for seq, *fields in conn.execute(query):
+                found[holder, seq] = tuple(fields)
+    return found
 
 
 def load_index_rows(conn: Connection, conversation_id: str) -> list[tuple[int, int, int | None]]:
