@@ -78,6 +78,21 @@ def reads(store: EventStore) -> dict[str, Any]:
     return out
 
 
+def grants(store: EventStore) -> set[tuple[str, str, str]]:
+    """PostgreSQL: who may do what on the two redefined views (0008's roles and the like)."""
+    if store.engine.dialect.name != "postgresql":
+        return set()
+    with store.engine.connect() as conn:
+        found = conn.execute(
+            text(
+                "SELECT c.relname, a.grantee::regrole::text, a.privilege_type FROM pg_class c "
+                "CROSS JOIN LATERAL aclexplode(c.relacl) a "
+                "WHERE c.relname IN ('attention_window', 'view_history')"
+            )
+        )
+        return {(str(view), str(role), str(what)) for view, role, what in found}
+
+
 def assert_equal_stores(migrated: EventStore, fresh: EventStore) -> None:
     assert rows(migrated) == rows(fresh)
     assert analysts(migrated) == analysts(fresh)
@@ -116,7 +131,10 @@ def test_a_migrated_store_equals_a_fresh_one(
                 text("SELECT count(*) FROM view_entries WHERE payload IS NULL")
             ).scalar_one()
         assert before == 0  # 0020: every row carries its copy
+        granted = grants(migrated)
+        assert granted or layout == "sqlite"  # 0008's roles may read them
         migrated.create_schema()
+        assert grants(migrated) == granted  # the redefined views keep who may read them
         fresh.create_schema(partitions=partitions)
         fill(fresh)
         assert_equal_stores(migrated, fresh)
