@@ -197,7 +197,7 @@ def test_many_differences_are_counted_past_the_listed_ones(db_url: str) -> None:
         assert problems[-2] == "c: ... and 10 more differing event columns"
         # A view row reads its event's fields from the log (revision 0022): the analyst views
         # show the altered source too, and verify says so for the rows.
-        assert problems[-1].startswith("c: 30 view rows carry a copy of their event that differs")
+        assert problems[-1].startswith("c: 30 view rows read an event that differs")
         assert problems[-1].endswith(": source)")
 
 

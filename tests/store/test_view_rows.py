@@ -1,6 +1,7 @@
-"""View rows carry a copy of their event, so a read never joins the log: the Events rebuilt from
-them are the pure engine's, field for field; they are built lazily; and verify() catches a copy
-that no longer matches the log (what the LLM is sent is read from the copies)."""
+"""View rows name their event, read from the log by its primary key (a summary's from the row):
+the Events rebuilt from them are the pure engine's, field for field; they are built lazily; and
+verify() catches a row that reads something else than the log says (a copy written into it, a
+fork's row pointed at another log)."""
 
 from __future__ import annotations
 
@@ -240,7 +241,7 @@ def test_verify_finds_a_copy_that_differs_from_the_log(
     report = store.verify()
     assert not report.ok
     (problem,) = report.problems
-    assert problem.startswith(f"{CID}: 1 view rows carry a copy of their event that differs")
+    assert problem.startswith(f"{CID}: 1 view rows read an event that differs")
     assert repr(event_id) in problem and problem.endswith(f": {column})")
     assert store.verify("other").ok
     store.rebuild(CID)
@@ -267,7 +268,7 @@ def test_verify_finds_a_fork_row_that_reads_another_log(store: EventStore) -> No
         assert changed.rowcount == 1
     assert store.view("fork").events.payloads() != before.events.payloads()
     (problem,) = store.verify().problems
-    assert problem.startswith("fork: 1 view rows carry a copy of their event that differs")
+    assert problem.startswith("fork: 1 view rows read an event that differs")
     store.rebuild("fork")
     assert store.verify().ok
     assert store.view("fork") == before

@@ -181,11 +181,11 @@ def _check_rows(
             f"entered at seq {first.entered_seq})"
         )
     if wrong_copies:
-        # What the LLM is sent is read from these copies, never from the log itself.
+        # What the LLM is sent: the log row each names (or a copy it still carries), or a summary.
         order_key = min(wrong_copies)
         first = have_entries[order_key]
         report.problems.append(
-            f"{len(wrong_copies)} view rows carry a copy of their event that differs from the "
+            f"{len(wrong_copies)} view rows read an event that differs from the "
             f"log (first: event {first.id!r}, entered at seq {first.entered_seq}: "
             f"{', '.join(wrong_copies[order_key])})"
         )
