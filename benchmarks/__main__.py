@@ -8,8 +8,8 @@ printed and written to ``benchmarks/results/`` (cli.json, view.json, store-sqlit
 store-postgresql.json, web-sqlite.json, web-postgresql.json, web-load-sqlite.json,
 web-load-postgresql.json, prune-sqlite.json,
 prune-postgresql.json, scale-sqlite.json, scale-postgresql.json, fork-sqlite.json,
-fork-postgresql.json, server-append.json, async-sqlite.json, async-postgresql.json,
-partitions.json, openhands-sqlite.json /
+fork-postgresql.json, footprint-sqlite.json, footprint-postgresql.json, server-append.json,
+async-sqlite.json, async-postgresql.json, partitions.json, openhands-sqlite.json /
 openhands-postgresql.json where the OpenHands SDK is installed, and ingest.json where
 openhands-agent-server is: ``.venv-agent-server``).
 ``--quick`` shrinks every size, for a smoke test of the suite itself: its figures mean nothing.
@@ -32,6 +32,7 @@ from sqlalchemy.engine import make_url
 from benchmarks import (
     bench_async,
     bench_cli,
+    bench_footprint,
     bench_fork,
     bench_partitions,
     bench_prune,
@@ -88,6 +89,7 @@ QUICK_PRUNE = ["--conversations", "5", "--events", "20"]
 SCALE = ["--stages", "1000,10000", "--repeat", "10"]
 QUICK_SCALE = ["--stages", "30,90", "--repeat", "2"]
 QUICK_FORK = ["--events", "300", "--repeat", "1", "--blocks", "2"]
+QUICK_FOOTPRINT = ["--events", "400", "--repeat", "1"]
 QUICK_SERVER_APPEND = ["--blocks", "3", "--block", "5"]
 QUICK_WEB_LOAD = ["--events", "300", "--clients", "4", "--seconds", "1", "--workers", "2"]
 QUICK_ASYNC = ["--conversations", "4", "--appends", "3", "--rounds", "2", "--pool", "4"]
@@ -167,6 +169,12 @@ def _sqlite(quick: bool, scratch: Path, results: Path) -> None:
         ["--url", f"sqlite:///{scratch / 'fork.db'}", "--output", str(results / "fork-sqlite.json")]
         + (QUICK_FORK if quick else [])
     )
+    print("\n== bytes per conversation, SQLite", flush=True)
+    bench_footprint.main(
+        ["--url", f"sqlite:///{scratch / 'footprint.db'}"]
+        + ["--output", str(results / "footprint-sqlite.json")]
+        + (QUICK_FOOTPRINT if quick else [])
+    )
     print("\n== viewer pages, SQLite", flush=True)
     bench_web.main(["--url", f"sqlite:///{scratch / 'web.db'}", *web_args])
     print("\n== the viewer under load, SQLite", flush=True)
@@ -216,6 +224,12 @@ def _postgres(postgres_url: str, quick: bool, results: Path) -> None:
         bench_fork.main(
             ["--url", url, "--output", str(results / "fork-postgresql.json")]
             + (QUICK_FORK if quick else [])
+        )
+    print("\n== bytes per conversation, PostgreSQL", flush=True)
+    with scratch_postgres(postgres_url) as url:
+        bench_footprint.main(
+            ["--url", url, "--output", str(results / "footprint-postgresql.json")]
+            + (QUICK_FOOTPRINT if quick else [])
         )
     print("\n== server-side append, PostgreSQL", flush=True)
     with scratch_postgres(postgres_url) as url:

@@ -58,8 +58,11 @@ def _text(rng: random.Random, chars: int) -> str:
 class StreamGenerator:
     """Realistic event dicts; with ``condense`` it runs a condenser on the live view."""
 
-    def __init__(self, seed: int, *, condense: bool, max_size: int = 120) -> None:
+    def __init__(
+        self, seed: int, *, condense: bool, max_size: int = 120, text_scale: float = 1.0
+    ) -> None:
         self.rng = random.Random(seed)
+        self.text_scale = text_scale
         self.condense = condense
         self.max_size = max_size
         self.view = View()
@@ -69,6 +72,9 @@ class StreamGenerator:
         self.head: str | None = None
 
     # -- plumbing ----------------------------------------------------------------------
+
+    def _text(self, chars: int) -> str:
+        return _text(self.rng, int(chars * self.text_scale))
 
     def _id(self) -> str:
         self.count += 1
@@ -100,7 +106,7 @@ class StreamGenerator:
 
     def _message(self, source: str, chars: int) -> dict[str, Any]:
         role = "user" if source == "user" else "assistant"
-        content = [{"cache_prompt": False, "type": "text", "text": _text(self.rng, chars)}]
+        content = [{"cache_prompt": False, "type": "text", "text": self._text(chars)}]
         return self._emit(
             {
                 "id": self._id(),
@@ -115,9 +121,9 @@ class StreamGenerator:
     def _action(self, response: str, thinking: bool) -> tuple[str, dict[str, Any]]:
         self.calls += 1
         tc = f"toolu_{self.calls:06d}"
-        command = _text(self.rng, 60)
+        command = self._text(60)
         blocks = (
-            [{"type": "thinking", "thinking": _text(self.rng, 400), "signature": "EqQBCkYIAxgC"}]
+            [{"type": "thinking", "thinking": self._text(400), "signature": "EqQBCkYIAxgC"}]
             if thinking
             else []
         )
@@ -125,7 +131,7 @@ class StreamGenerator:
             {
                 "id": self._id(),
                 "source": "agent",
-                "thought": [{"cache_prompt": False, "type": "text", "text": _text(self.rng, 200)}]
+                "thought": [{"cache_prompt": False, "type": "text", "text": self._text(200)}]
                 if thinking
                 else [],
                 "thinking_blocks": blocks,
@@ -155,7 +161,7 @@ class StreamGenerator:
                     "source": "agent",
                     "tool_name": "terminal",
                     "tool_call_id": tc,
-                    "error": "Tool execution timed out after 120s. " + _text(self.rng, 300),
+                    "error": "Tool execution timed out after 120s. " + self._text(300),
                     "kind": "AgentErrorEvent",
                 }
             )
@@ -172,7 +178,7 @@ class StreamGenerator:
                     "kind": "UserRejectObservation",
                 }
             )
-        output = _text(self.rng, self.rng.randint(600, 1800))
+        output = self._text(self.rng.randint(600, 1800))
         return self._emit(
             {
                 "id": self._id(),
@@ -234,7 +240,7 @@ class StreamGenerator:
                 "id": self._id(),
                 "source": "environment",
                 "forgotten_event_ids": [e.id for e in view[start:end]],
-                "summary": _text(self.rng, 800),
+                "summary": self._text(800),
                 "summary_offset": start,
                 "llm_response_id": f"resp_condenser_{self.count}",
                 "kind": "Condensation",
@@ -268,7 +274,7 @@ class StreamGenerator:
                 {
                     "id": self._id(),
                     "source": "agent",
-                    "system_prompt": {"type": "text", "text": _text(self.rng, 3000)},
+                    "system_prompt": {"type": "text", "text": self._text(3000)},
                     "tools": [],
                     "kind": "SystemPromptEvent",
                 }
@@ -288,10 +294,13 @@ class StreamGenerator:
             yield turn
 
 
-def generate(n: int, seed: int, *, condense: bool) -> list[dict[str, Any]]:
+def generate(
+    n: int, seed: int, *, condense: bool, max_size: int = 120, text_scale: float = 1.0
+) -> list[dict[str, Any]]:
     """At least ``n`` events, cut at a turn boundary."""
     events: list[dict[str, Any]] = []
-    for turn in StreamGenerator(seed, condense=condense).turns():
+    stream = StreamGenerator(seed, condense=condense, max_size=max_size, text_scale=text_scale)
+    for turn in stream.turns():
         events += turn
         if len(events) >= n:
             return events

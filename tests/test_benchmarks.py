@@ -30,6 +30,11 @@ def test_suite_runs_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     fork = json.loads((tmp_path / "fork-sqlite.json").read_text())
     assert fork["condensed"]["last"]["rows_written"]["events"] == 0
     assert fork["append_ms"]["fork"] > 0
+    footprint = json.loads((tmp_path / "footprint-sqlite.json").read_text())
+    for shape in ("history", "condensed"):
+        assert footprint[shape]["plain_bytes"] > 0
+        assert footprint[shape]["tables"]["events"] > 0
+    assert footprint["condensed"]["view_length"] < footprint["history"]["view_length"]
     scale = json.loads((tmp_path / "scale-sqlite.json").read_text())
     assert [stage["conversations"] for stage in scale["stages"]] == [30, 90]
     assert set(scale["ratio_last_first"]) >= {"verify_one", "keyset_page_deep", "view"}
@@ -51,6 +56,8 @@ def test_suite_runs_on_postgres(pg_server_url: str, tmp_path: Path) -> None:
     store = json.loads((tmp_path / "store-postgresql.json").read_text())
     assert store["backend"] == "postgresql"
     assert set(store["writers"]) >= {"1", "2", "4"}
+    footprint = json.loads((tmp_path / "footprint-postgresql.json").read_text())
+    assert footprint["history"]["tables"]["events"] > 0
     scale = json.loads((tmp_path / "scale-postgresql.json").read_text())
     assert scale["backend"] == "postgresql" and scale["median_ms"]["verify_one"][-1] > 0
     asynchronous = json.loads((tmp_path / "async-postgresql.json").read_text())

@@ -10,7 +10,6 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, text
 
 from viewstore import EventStore
-from viewstore.store.database import migrate
 from viewstore.store.event_store import alembic_config
 
 from ._helpers import M, S, U
@@ -90,8 +89,10 @@ def test_a_store_holding_conversations_gets_the_indexes(
         url = str(request.getfixturevalue("fresh_pg_url"))
     with EventStore(url) as store:
         partitions = 4 if layout == "postgres_partitioned" else None
-        migrate.upgrade(store.engine, None, "0016", partitions=partitions)
+        # Filled at head and taken down: this code writes the rows of revision 0022's shape.
+        store.create_schema(partitions=partitions)
         _fill(store)
+        downgrade(store, "0016")
         with store.engine.connect() as conn:
             assert _indexes(conn) == {}
         store.create_schema()  # PostgreSQL: the concurrent build, outside a transaction
@@ -104,8 +105,9 @@ def test_a_store_holding_conversations_gets_the_indexes(
 def test_the_concurrent_build_in_alembics_own_transaction(fresh_pg_url: str) -> None:
     """The tests' and the command line's way in: Alembic begins the transaction itself."""
     with EventStore(fresh_pg_url) as store:
-        upgrade(store, "0016")
+        upgrade(store)
         _fill(store)
+        downgrade(store, "0016")
         upgrade(store)
         _check_upgraded(store)
         downgrade(store, "0016")

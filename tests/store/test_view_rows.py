@@ -1,6 +1,7 @@
-"""View rows carry a copy of their event, so a read never joins the log: the Events rebuilt from
-them are the pure engine's, field for field; they are built lazily; and verify() catches a copy
-that no longer matches the log (what the LLM is sent is read from the copies)."""
+"""View rows name their event, read from the log by its primary key (a summary's from the row):
+the Events rebuilt from them are the pure engine's, field for field; they are built lazily; and
+verify() catches a row that reads something else than the log says (a copy written into it, a
+fork's row pointed at another log)."""
 
 from __future__ import annotations
 
@@ -192,8 +193,15 @@ def test_a_condensation_keeps_every_copy_intact(store: EventStore) -> None:
 
 # (column, SQL assignment, event id, who reads that copy: the store's view read, the analyst
 # views, or so far nobody but verify)
+# An event's row holds no copy of its payload (revision 0022): a read takes the log's. One
+# written into it is read instead (a store migrating keeps its copies until they are NULLed),
+# so verify compares it too.
+FORGED_COPY = (
+    "payload = (SELECT replace(e.payload, 'done', 'rm -rf /') FROM events e "
+    "WHERE e.conversation_id = view_entries.conversation_id AND e.seq = view_entries.seq)"
+)
 COPY_TAMPERS = [
-    ("payload", "payload = replace(payload, 'done', 'rm -rf /')", "m1", "read"),
+    ("payload", FORGED_COPY, "m1", "read"),
     ("envelope", "envelope = replace(envelope, 'agent', 'user')", "m1", "read"),
     ("payload", "payload = replace(payload, 'what happened', 'nothing')", "c1-summary", "read"),
     ("source", "source = 'user'", "m1", "analysts"),
@@ -235,12 +243,37 @@ def test_verify_finds_a_copy_that_differs_from_the_log(
     report = store.verify()
     assert not report.ok
     (problem,) = report.problems
-    assert problem.startswith(f"{CID}: 1 view rows carry a copy of their event that differs")
+    assert problem.startswith(f"{CID}: 1 view rows read an event that differs")
     assert repr(event_id) in problem and problem.endswith(f": {column})")
     assert store.verify("other").ok
     store.rebuild(CID)
     assert store.verify().ok
     assert store.view(CID) == before
+
+
+def test_verify_finds_a_fork_row_that_reads_another_log(store: EventStore) -> None:
+    """A fork's copied row names the log holding its event (revision 0022): pointed at another
+    conversation's log, the fork's view reads that one's event at the seq, and verify says
+    so; a rebuild names the right log again."""
+    store.append(CID, rich_history())
+    store.append("other", [S(), U("u-other"), M("m-other")])
+    store.fork(CID, 6, "fork")
+    before = store.view("fork")
+    assert store.verify().ok
+    with store.engine.begin() as conn:
+        changed = conn.execute(
+            text(
+                "UPDATE view_entries SET holder = 'other' WHERE conversation_id = 'fork' "
+                "AND seq = 2 AND NOT is_summary"
+            )
+        )
+        assert changed.rowcount == 1
+    assert store.view("fork").events.payloads() != before.events.payloads()
+    (problem,) = store.verify().problems
+    assert problem.startswith("fork: 1 view rows read an event that differs")
+    store.rebuild("fork")
+    assert store.verify().ok
+    assert store.view("fork") == before
 
 
 def test_a_row_that_is_wrong_beyond_its_copies_is_named_as_such(store: EventStore) -> None:
@@ -306,7 +339,8 @@ def test_a_connection_dropped_under_a_read_is_replaced(fresh_pg_url: str) -> Non
 
 
 def test_sqlite_reads_the_current_view_off_its_partial_index(sqlite_url: str) -> None:
-    """One range scan of ix_view_entries_current, in key order: no join, no sort."""
+    """One range scan of ix_view_entries_current, in key order, each row's event found by the
+    log's primary key: no scan of the log, no sort."""
     from viewstore.store.read import reads  # noqa: PLC0415
 
     with EventStore(sqlite_url) as store:
@@ -314,7 +348,8 @@ def test_sqlite_reads_the_current_view_off_its_partial_index(sqlite_url: str) ->
         store.append(CID, rich_history())
         with store.engine.connect() as conn:
             plan = conn.exec_driver_sql(
-                "EXPLAIN QUERY PLAN " + reads._CURRENT_ENTRIES, {"c": CID}
+                "EXPLAIN QUERY PLAN " + reads._VIEW_ENTRIES[False][0], {"c": CID}
             ).all()
-        (step,) = [row[-1] for row in plan]
-        assert "USING INDEX ix_view_entries_current" in step, plan
+        view_step, log_step = [row[-1] for row in plan]
+        assert "USING INDEX ix_view_entries_current" in view_step, plan
+        assert log_step.startswith("SEARCH e USING") and "(conversation_id=? AND seq=?)" in log_step

@@ -8,7 +8,17 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Row, and_, bindparam, func, insert, or_, select, update
+from sqlalchemy import (
+    Connection,
+    Row,
+    and_,
+    bindparam,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from viewstore.chain import event_hash
@@ -315,9 +325,13 @@ _VIEW_RULE_COLUMNS = tuple(
         "thinking", "entered_seq", "left_seq", "is_summary",
     )
 )  # fmt: skip
+# What a row holds of its event: a summary's, or a copy a row of a store migrating to revision
+# 0022 still carries; the rest is read from the log (``_logged_fields``).
 _COPY_COLUMNS = tuple(
-    view_entries.c[name] for name in ("payload", "source", "timestamp", "parent_id", "envelope")
+    view_entries.c[name]
+    for name in ("payload", "source", "timestamp", "parent_id", "envelope", "holder")
 )
+_FIELDS = ("payload", "source", "timestamp", "parent_id")
 
 
 def _entry_from_row(row: Row[Any], **copies: Any) -> ViewEntry:
@@ -356,25 +370,45 @@ def load_current_view(
 
 
 def load_all_entries(conn: Connection, conversation_id: str) -> list[tuple[ViewEntry, str]]:
-    """Every entry the conversation ever had, complete, each with its stored envelope."""
+    """Every entry the conversation ever had, complete as a read sees it (an event's payload
+    and fields from the log its row names, a summary's from the row), each with its stored
+    envelope."""
     rows = conn.execute(
         select(*_VIEW_RULE_COLUMNS, *_COPY_COLUMNS)
         .where(view_entries.c.conversation_id == conversation_id)
         .order_by(view_entries.c.order_key)
-    )
-    return [
-        (
-            _entry_from_row(
-                row,
-                payload=row.payload,
-                source=row.source,
-                timestamp=row.timestamp,
-                parent_id=row.parent_id,
-            ),
-            row.envelope,
-        )
-        for row in rows
-    ]
+    ).all()
+    logged = _logged_fields(conn, conversation_id, rows)
+    found = []
+    for row in rows:
+        own = [getattr(row, name) for name in _FIELDS]
+        if not row.is_summary:
+            log = logged.get((row.holder or conversation_id, row.seq), (None,) * len(_FIELDS))
+            own = [
+                mine if mine is not None else theirs for mine, theirs in zip(own, log, strict=True)
+            ]
+        found.append((_entry_from_row(row, **dict(zip(_FIELDS, own, strict=True))), row.envelope))
+    return found
+
+
+def _logged_fields(
+    conn: Connection, conversation_id: str, rows: Sequence[Row[Any]]
+) -> dict[tuple[str, int], tuple[Any, ...]]:
+    """The log's payload and fields of the events these rows name, by (holder, seq): one
+    statement per holder and few hundred seqs, each naming a single conversation."""
+    wanted: dict[str, list[int]] = {}
+    for row in rows:
+        if not row.is_summary:
+            wanted.setdefault(row.holder or conversation_id, []).append(row.seq)
+    found: dict[tuple[str, int], tuple[Any, ...]] = {}
+    for holder, seqs in wanted.items():
+        for part in chunks(seqs):
+            query = select(events.c.seq, *(events.c[name] for name in _FIELDS)).where(
+                events.c.conversation_id == holder, events.c.seq.in_(part)
+            )
+            for seq, *fields in conn.execute(query):
+                found[holder, seq] = tuple(fields)
+    return found
 
 
 def load_index_rows(conn: Connection, conversation_id: str) -> list[tuple[int, int, int | None]]:
@@ -398,11 +432,16 @@ def load_open_indices(conn: Connection, conversation_id: str) -> set[int]:
     return {row.position for row in rows}
 
 
-def entry_params(conversation_id: str, entry: ViewEntry) -> dict[str, Any]:
-    """One ``view_entries`` row, every column: the one definition both write paths use."""
+def entry_params(
+    conversation_id: str, entry: ViewEntry, holder: str | None = None
+) -> dict[str, Any]:
+    """One ``view_entries`` row, every column: the one definition both write paths use. An
+    event's payload and fields are the log's (not written here); a summary's are the row's.
+    ``holder``: the conversation whose log holds the event, if not ``conversation_id``."""
     if entry.payload is None:
         # Only entries loaded for a condensation lack their copies, and those are never new.
         raise ValueError(f"view entry {entry.id!r} has no payload to write")
+    own = entry.is_summary
     return {
         "conversation_id": conversation_id,
         "order_key": entry.order_key,
@@ -415,21 +454,32 @@ def entry_params(conversation_id: str, entry: ViewEntry) -> dict[str, Any]:
         "thinking": entry.thinking,
         "entered_seq": entry.entered_seq,
         "left_seq": entry.left_seq,
-        "payload": entry.payload,
-        "source": entry.source,
-        "timestamp": entry.timestamp,
-        "parent_id": entry.parent_id,
+        "payload": entry.payload if own else None,
+        "source": entry.source if own else None,
+        "timestamp": entry.timestamp if own else None,
+        "parent_id": entry.parent_id if own else None,
         "is_summary": entry.is_summary,
         "envelope": envelope(entry),
+        "holder": holder,
     }
 
 
-def write_projection(conn: Connection, conversation_id: str, projection: Projection) -> None:
-    """Write exactly the row changes the projector returned, one statement per kind."""
+def write_projection(
+    conn: Connection,
+    conversation_id: str,
+    projection: Projection,
+    parts: Sequence[lineage.Segment] = (),
+) -> None:
+    """Write exactly the row changes the projector returned, one statement per kind. ``parts``:
+    the conversation's lineage where its rows may name events of its sources (a rebuild of a
+    fork); an append's new rows are always of its own events."""
     if projection.new_entries:
         conn.execute(
             _INSERT_ENTRIES,
-            [entry_params(conversation_id, entry) for entry in projection.new_entries],
+            [
+                entry_params(conversation_id, entry, lineage.holder(parts, entry.seq))
+                for entry in projection.new_entries
+            ],
         )
     for seq, keys in _by_seq(projection.closed_entries).items():
         for part in chunks(keys):

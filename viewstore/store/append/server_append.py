@@ -87,4 +87,8 @@ def call(plan: Any) -> tuple[str, list[Any]]:
 
 
 def _columns(row: dict[str, Any]) -> dict[str, Any]:
-    return {name: value for name, value in row.items() if name not in _IMPLIED}
+    # A key left out reads as NULL (jsonb_to_recordset): an event's view row leaves out its
+    # empty payload, fields and holder (revision 0022), a shorter document to send and parse.
+    return {
+        name: value for name, value in row.items() if name not in _IMPLIED and value is not None
+    }

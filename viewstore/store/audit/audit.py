@@ -26,7 +26,7 @@ from viewstore.store.audit import anchors, derived, fork_links
 from viewstore.store.audit.anchors import Checkpoint
 from viewstore.store.database.schema import manipulation_indices, view_entries
 from viewstore.store.lifecycle import forking, redaction
-from viewstore.store.read import reads
+from viewstore.store.read import lineage, reads
 from viewstore.store.read.stored_events import envelope
 from viewstore.store.records import ConversationReport, Redaction, VerifyReport
 from viewstore.view import View, full_indices
@@ -175,11 +175,11 @@ def _check_rows(
             f"entered at seq {first.entered_seq})"
         )
     if wrong_copies:
-        # What the LLM is sent is read from these copies, never from the log itself.
+        # What the LLM is sent: the log row each names (or a copy it still carries), or a summary.
         order_key = min(wrong_copies)
         first = have_entries[order_key]
         report.problems.append(
-            f"{len(wrong_copies)} view rows carry a copy of their event that differs from the "
+            f"{len(wrong_copies)} view rows read an event that differs from the "
             f"log (first: event {first.id!r}, entered at seq {first.entered_seq}: "
             f"{', '.join(wrong_copies[order_key])})"
         )
@@ -258,7 +258,7 @@ def rebuild(conn: Connection, keys: Sequence[str] | None) -> int:
         conn.execute(
             delete(manipulation_indices).where(manipulation_indices.c.conversation_id == key)
         )
-        rows.write_projection(conn, key, projection)
+        rows.write_projection(conn, key, projection, lineage.segments(conn, conv))
         last_hash = stored[-1].hash if stored else conv.last_hash
         rows.save_state(conn, key, projection.state, last_hash, conv.updated_at)
         count += 1

@@ -181,9 +181,10 @@ view_entries = Table(
     Column("thinking", Boolean, nullable=False),
     Column("entered_seq", BigInteger, nullable=False),
     Column("left_seq", BigInteger, nullable=True),
-    # Copies of the event (for a summary: of the event its condensation synthesized), so that
-    # reading a view is one range scan of this table; verify checks them against the log.
-    Column("payload", Text, nullable=False),
+    # A summary's event, which the log does not hold: the JSON its condensation synthesized and
+    # its fields. NULL on an event's row: a read takes those from the log, joined on its
+    # primary key, so each payload is stored once (revision 0022; docs/schema.md).
+    Column("payload", Text, nullable=True),
     Column("source", String(255), nullable=True),
     Column("timestamp", String(64), nullable=True),
     Column("parent_id", ID, nullable=True),
@@ -192,6 +193,9 @@ view_entries = Table(
     # column costs a driver call per row, and a view read must stay close to a bare payload scan
     # (viewstore.store.read.stored_events).
     Column("envelope", Text, nullable=False),
+    # Where the event's row is, when not in this conversation's log: a fork's rows copied from
+    # its source (their events are the source's, or an ancestor's); NULL otherwise.
+    Column("holder", CONVERSATION_ID, nullable=True),
     PrimaryKeyConstraint("conversation_id", "order_key"),
     ForeignKeyConstraint(["conversation_id"], ["conversations.id"]),
     Index(

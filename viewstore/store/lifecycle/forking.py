@@ -18,7 +18,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, insert, literal, null, select
+from sqlalchemy import Connection, func, insert, literal, null, select
 
 from viewstore.errors import (
     ConversationExistsError,
@@ -139,7 +139,8 @@ def _copy_alive(
 ) -> None:
     """Copy ``source``'s rows of ``table`` alive right after ``at_seq`` (None: now, read by
     the partial index of open rows) to ``new_id``, still open (whatever closed them later
-    happened in the source only)."""
+    happened in the source only). A copied view row names the log holding its event: the
+    source's row's holder, or the source (none of these events is the fork's own)."""
     start, end = lifetime
     columns = [column.name for column in table.columns]
     chosen = [
@@ -147,6 +148,8 @@ def _copy_alive(
         if name == "conversation_id"
         else null().label(name)
         if name == end
+        else func.coalesce(table.c.holder, table.c.conversation_id).label(name)
+        if name == "holder"
         else table.c[name]
         for name in columns
     ]

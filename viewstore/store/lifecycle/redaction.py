@@ -217,18 +217,21 @@ def _refuse_uncheckable(at: _Located, event_id: str, chain_key: bytes | None) ->
 def _redact_copies(
     conn: Connection, at: _Located, event_id: str, event: Event, holders: Sequence[str]
 ) -> None:
-    """Every copy the store keeps: the view rows of the conversation and of every fork that
-    shares the event (``holders``), and for a condensation its summary."""
+    """Every copy the store keeps: for a condensation, its summary in its own table and in
+    the summary rows of the conversation and of every fork that shares the event
+    (``holders``). An event's view rows hold no copy of its payload since revision 0022; one
+    a store still migrating carries is dropped, so a read takes the redacted log's."""
     for holder in holders:
         conn.execute(
             update(view_entries)
             .where(
                 view_entries.c.conversation_id == holder,
-                view_entries.c.event_id == event_id,
                 view_entries.c.seq == at.seq,
+                view_entries.c.event_id == event_id,
                 view_entries.c.is_summary.is_(False),
+                view_entries.c.payload.is_not(None),
             )
-            .values(payload=event.payload_json)
+            .values(payload=None, source=None, timestamp=None, parent_id=None)
         )
     if event.role is not Role.CONDENSATION:
         return

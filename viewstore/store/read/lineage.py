@@ -60,6 +60,15 @@ def segments(conn: Connection, row: Any) -> list[Segment]:
     return found
 
 
+def holder(parts: Sequence[Segment], seq: int) -> str | None:
+    """The conversation whose log holds event ``seq`` of the lineage ``parts`` (oldest first),
+    or None when it is the last part's own (or ``parts`` is empty)."""
+    for segment in parts[:-1]:
+        if segment.after < seq <= (segment.upto or 0):
+            return segment.conversation_id
+    return None
+
+
 def owner(conn: Connection, row: Any, seq: int) -> str:
     """The conversation whose view rows hold the view right after ``seq``: a fork's rows
     hold its view from its fork seq on (the rows alive there were copied when it forked);

@@ -1,11 +1,11 @@
 """Read queries: the materialized view (current or as of a seq), and the log itself.
 
-Reading a view never replays the log and never joins it: every view row carries a copy of its
-event, so the current view is one range scan of the partial index ``ix_view_entries_current``
-and an as-of view one scan of the conversation's rows by their lifetimes. Those scans go
-straight to the driver's cursor, and the events are built only when asked for
-(``StoredEvents``): a view read then costs about what a bare ``SELECT payload`` of the same
-rows costs.
+Reading a view never replays the log: the current view is one range scan of the partial index
+``ix_view_entries_current`` and an as-of view one scan of the conversation's rows by their
+lifetimes, each row joined to its event's row in the log by the log's primary key (a view row
+carries no copy of its payload, revision 0022). Those scans go straight to the driver's
+cursor, and the events are built only when asked for (``StoredEvents``): a view read then
+costs about what a bare ``SELECT payload`` of the same rows costs.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import Connection, Row, select, text
 
@@ -37,11 +37,30 @@ def conversation_row(conn: Connection, conversation_id: str) -> Row[Any]:
 _CONVERSATION = (
     "SELECT version, unhandled_request, id, forked_from, fork_seq FROM conversations WHERE id = :c"
 )
-_ENTRIES = "SELECT envelope, payload FROM view_entries WHERE conversation_id = :c AND "
-_CURRENT_ENTRIES = _ENTRIES + "left_seq IS NULL ORDER BY order_key"
-_ENTRIES_AS_OF = (
-    _ENTRIES + "entered_seq <= :s AND (left_seq IS NULL OR left_seq > :s) ORDER BY order_key"
+# An event's payload is the log's, joined on its primary key; a summary's is its row's (the
+# log has no row of it: the join finds its condensation's, which the coalesce passes over).
+# Outer join: a row keeps its copy while a store migrates to revision 0022, and reads it.
+_ENTRIES = (
+    "SELECT v.envelope, COALESCE(v.payload, e.payload) FROM view_entries v "
+    "LEFT JOIN events e ON e.conversation_id = :c AND e.seq = v.seq "
+    "WHERE v.conversation_id = :c AND "
 )
+# A fork's copied rows name the conversation whose log holds their event (``holder``): read
+# apart, then each holder's payloads by their seqs, so every statement still names a single
+# conversation (a store sharded by conversation routes each to one shard; a join to another
+# conversation's log would span two).
+_FORK_ENTRIES = (
+    "SELECT v.envelope, v.payload, v.seq, v.holder FROM view_entries v "
+    "WHERE v.conversation_id = :c AND "
+)
+_LOGGED = "SELECT seq, payload FROM events WHERE conversation_id = :h AND seq IN ({})"
+_CURRENT = "v.left_seq IS NULL ORDER BY v.order_key"
+_AS_OF = "v.entered_seq <= :s AND (v.left_seq IS NULL OR v.left_seq > :s) ORDER BY v.order_key"
+#: (current, as of a seq), by whether the rows may name a holder (a fork's).
+_VIEW_ENTRIES = {
+    fork: (entries + _CURRENT, entries + _AS_OF)
+    for fork, entries in ((False, _ENTRIES), (True, _FORK_ENTRIES))
+}
 _INDICES = "SELECT position FROM manipulation_indices WHERE conversation_id = :c AND "
 _CURRENT_INDICES = _INDICES + "to_seq IS NULL ORDER BY position"
 _INDICES_AS_OF = _INDICES + "from_seq <= :s AND (to_seq IS NULL OR to_seq > :s) ORDER BY position"
@@ -78,14 +97,17 @@ def read_view(
     if not found:
         raise ConversationNotFoundError(conversation_id)
     version, unhandled, *lineage_columns = found[0]
+    row = _LineageRow(*lineage_columns)
+    fork = lineage.is_fork(row)
+    current_entries, entries_as_of = _VIEW_ENTRIES[fork]
+    fetch = _fork_entries if fork else _fetch
     if as_of is None:
-        entries = _fetch(conn, _CURRENT_ENTRIES + page, params)
+        entries = fetch(conn, current_entries + page, params)
         indices = _fetch(conn, _CURRENT_INDICES, params)
     else:
-        row = _LineageRow(*lineage_columns)
         version, unhandled = as_of, unhandled_as_of(conn, row, as_of)
         params["c"] = lineage.owner(conn, row, as_of)
-        entries = _fetch(conn, _ENTRIES_AS_OF + page, params)
+        entries = fetch(conn, entries_as_of + page, params)
         indices = _fetch(conn, _INDICES_AS_OF, params)
     return StoredView(
         conversation_id=conversation_id,
@@ -119,6 +141,31 @@ def in_view(
     return {event_id for (event_id,) in _fetch(conn, sql, params)}
 
 
+def _fork_entries(conn: Connection, sql: str, params: dict[str, Any]) -> Sequence[Any]:
+    """A fork's view rows (``_FORK_ENTRIES``) as (envelope, payload): a payload the row does
+    not hold is read from its holder's log (the row's own conversation's when it names none),
+    by seq, a few hundred at a time."""
+    found = _fetch(conn, sql, params)
+    wanted: dict[str, list[int]] = {}
+    for _, payload, seq, holder in found:
+        if payload is None:
+            wanted.setdefault(holder or params["c"], []).append(seq)
+    logged: dict[tuple[str, int], str] = {}
+    for holder, seqs in wanted.items():
+        for start in range(0, len(seqs), _IN_LIST):
+            listed, bound = bind_list("q", seqs[start : start + _IN_LIST])
+            for seq, payload in _fetch(conn, _LOGGED.format(listed), {"h": holder, **bound}):
+                logged[holder, seq] = payload
+    return [
+        (envelope, logged.get((holder or params["c"], seq)) if payload is None else payload)
+        for envelope, payload, seq, holder in found
+    ]
+
+
+_IN_LIST = 500  # seqs per IN (...): far below every backend's bound-parameter limit
+_Bound = TypeVar("_Bound", str, int)
+
+
 class _LineageRow(NamedTuple):
     id: str
     forked_from: str | None
@@ -145,7 +192,7 @@ def _rows_holding(conn: Connection, conversation_id: str, as_of: int) -> str:
     return lineage.owner(conn, lineage_row(conn, conversation_id), as_of)
 
 
-def bind_list(prefix: str, values: Sequence[str]) -> tuple[str, dict[str, str]]:
+def bind_list(prefix: str, values: Sequence[_Bound]) -> tuple[str, dict[str, _Bound]]:
     """The placeholders of an IN list (``:p0, :p1, ...``) and their parameters."""
     names = [f"{prefix}{i}" for i in range(len(values))]
     return ", ".join(f":{name}" for name in names), dict(zip(names, values, strict=True))

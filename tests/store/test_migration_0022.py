@@ -1,0 +1,189 @@
+"""Migration 0022 drops the view rows' copies of their events, online and resumably: a store
+holding conversations (forks of forks, summaries, closed rows) taken down to 0020 (whose
+downgrade writes every copy back from the log, as 0020 kept them) and migrated again equals
+one built fresh at head from the same calls, row for row, and reads, analyst views and verify
+agree. A migration killed half way (SQLite, a real SIGKILL of the migrating process) with an
+append made meanwhile finishes when run again."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from viewstore import EventStore
+
+from ._helpers import A, C, O, S, U
+from .test_migrations import downgrade, drift
+from .test_view_rows import rich_history
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def long_history(pairs: int) -> list[dict[str, Any]]:
+    events = [S(), U("u")]
+    for i in range(pairs):
+        events += [A(f"a{i}", f"t{i}", f"r{i}"), O(f"o{i}", f"t{i}")]
+    return events
+
+
+def fill(store: EventStore, pairs: int = 300) -> None:
+    """Summaries, rows that left the view, and forks: of a conversation, of its fork inside
+    and after the shared prefix, and one forked at its source's present."""
+    store.append("rich", rich_history())
+    store.append("rich", [A("a2", "t2", "r2"), O("o2", "t2"), C("c2", ["m1"], "again", 0)])
+    store.append("long", long_history(pairs))
+    store.append("long", [C("c", [f"a{i}" for i in range(40)], "gist", 2)])
+    store.fork("long", 200, "fork1")
+    store.append("fork1", [A("fa", "ft", "fr"), O("fo", "ft"), C("fc", ["fa"], "forked", 1)])
+    store.fork("fork1", 100, "fork2")  # inside fork1's shared prefix: long's rows
+    store.fork("fork1", store.view("fork1").version, "fork3")  # fork1's present
+    store.append("fork3", [U("u3")])
+
+
+def rows(store: EventStore) -> list[tuple[Any, ...]]:
+    with store.engine.connect() as conn:
+        found = conn.execute(
+            text("SELECT * FROM view_entries ORDER BY conversation_id, order_key")
+        ).mappings()
+        return [tuple(sorted(row.items())) for row in found]
+
+
+def analysts(store: EventStore) -> list[tuple[str, ...]]:
+    with store.engine.connect() as conn:
+        found = conn.execute(
+            text(
+                "SELECT h.conversation_id, h.order_key, h.event_id, h.source, h.timestamp, "
+                "CAST(h.payload AS TEXT), a.position FROM view_history h "
+                "LEFT JOIN attention_window a ON a.conversation_id = h.conversation_id "
+                "AND a.event_id = h.event_id ORDER BY h.conversation_id, h.order_key"
+            )
+        )
+        return [tuple(str(value) for value in row) for row in found]
+
+
+def reads(store: EventStore) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in store.conversation_ids():
+        view = store.view(key)
+        old = store.view(key, as_of=min(view.version, 90))
+        out[key] = (view.events.payloads(), old.events.payloads())
+    return out
+
+
+def grants(store: EventStore) -> set[tuple[str, str, str]]:
+    """PostgreSQL: who may do what on the two redefined views (0008's roles and the like)."""
+    if store.engine.dialect.name != "postgresql":
+        return set()
+    with store.engine.connect() as conn:
+        found = conn.execute(
+            text(
+                "SELECT c.relname, a.grantee::regrole::text, a.privilege_type FROM pg_class c "
+                "CROSS JOIN LATERAL aclexplode(c.relacl) a "
+                "WHERE c.relname IN ('attention_window', 'view_history')"
+            )
+        )
+        return {(str(view), str(role), str(what)) for view, role, what in found}
+
+
+def assert_equal_stores(migrated: EventStore, fresh: EventStore) -> None:
+    assert rows(migrated) == rows(fresh)
+    assert analysts(migrated) == analysts(fresh)
+    assert reads(migrated) == reads(fresh)
+    assert migrated.verify().ok and fresh.verify().ok
+    with migrated.engine.connect() as conn:
+        copies = conn.execute(
+            text("SELECT count(*) FROM view_entries WHERE NOT is_summary AND payload IS NOT NULL")
+        ).scalar_one()
+        holders = conn.execute(
+            text("SELECT count(*) FROM view_entries WHERE holder IS NOT NULL")
+        ).scalar_one()
+    assert copies == 0
+    assert holders > 0  # the forks' rows name their sources' logs
+
+
+@pytest.mark.parametrize("layout", ["sqlite", "postgres", "postgres_partitioned"])
+def test_a_migrated_store_equals_a_fresh_one(
+    request: pytest.FixtureRequest, layout: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if layout == "sqlite":
+        url, other = (str(request.getfixturevalue(name)) for name in ("sqlite_url", "tmp_path"))
+        fresh_url = f"sqlite:///{other}/fresh.db"
+    else:
+        request.applymarker(pytest.mark.postgres)
+        url = str(request.getfixturevalue("fresh_pg_url"))
+        fresh_url = str(request.getfixturevalue("second_pg_url"))
+    partitions = 4 if layout == "postgres_partitioned" else None
+    monkeypatch.setenv("VIEWSTORE_MIGRATION_BATCH", "37")  # many batches, one cut mid-fork
+    with EventStore(url) as migrated, EventStore(fresh_url) as fresh:
+        migrated.create_schema(partitions=partitions)
+        fill(migrated)
+        downgrade(migrated, "0020")
+        with migrated.engine.connect() as conn:
+            before = conn.execute(
+                text("SELECT count(*) FROM view_entries WHERE payload IS NULL")
+            ).scalar_one()
+        assert before == 0  # 0020: every row carries its copy
+        granted = grants(migrated)
+        assert granted or layout == "sqlite"  # 0008's roles may read them
+        migrated.create_schema()
+        assert grants(migrated) == granted  # the redefined views keep who may read them
+        fresh.create_schema(partitions=partitions)
+        fill(fresh)
+        assert_equal_stores(migrated, fresh)
+        if partitions is None:
+            assert drift(migrated) == []
+
+
+_MIGRATE = "from viewstore import EventStore; EventStore({url!r}).create_schema()"
+
+
+def test_a_killed_migration_finishes_when_run_again(tmp_path: Path) -> None:
+    url, fresh_url = f"sqlite:///{tmp_path}/killed.db", f"sqlite:///{tmp_path}/fresh.db"
+    with EventStore(url) as migrated:
+        migrated.create_schema()
+        fill(migrated, pairs=1500)
+        downgrade(migrated, "0020")
+        env = {**os.environ, "VIEWSTORE_MIGRATION_BATCH": "1", "PYTHONPATH": str(REPO)}
+        process = subprocess.Popen(
+            [sys.executable, "-c", _MIGRATE.format(url=url)], env=env, cwd=tmp_path
+        )
+        count = text("SELECT count(*) FROM view_entries WHERE NOT is_summary AND payload IS NULL")
+        try:
+            dropped = 0
+            deadline = time.monotonic() + 120
+            while dropped < 100 and process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+                with migrated.engine.connect() as conn:
+                    dropped = conn.execute(count).scalar_one()
+            assert process.poll() is None, "the migration ended before it could be killed"
+            # Appends go on while it runs: this one waits at most for one batch.
+            migrated.append("long", [U("meanwhile")])
+            process.send_signal(signal.SIGKILL)
+        finally:
+            process.wait()
+        with migrated.engine.connect() as conn:
+            left = conn.execute(
+                text(
+                    "SELECT count(*) FROM view_entries WHERE NOT is_summary AND payload IS NOT NULL"
+                )
+            ).scalar_one()
+            stamped = conn.execute(
+                text("SELECT version_num FROM viewstore_alembic_version")
+            ).scalar_one()
+        assert left > 0 and stamped == "0020"  # killed half way
+        assert migrated.view("long").event_ids[-1] == "meanwhile"  # read half migrated
+        assert migrated.verify().ok
+        migrated.create_schema()
+        with EventStore(fresh_url) as fresh:
+            fresh.create_schema()
+            fill(fresh, pairs=1500)
+            fresh.append("long", [U("meanwhile")])
+            assert_equal_stores(migrated, fresh)

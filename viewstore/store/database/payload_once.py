@@ -1,0 +1,92 @@
+"""Revision 0022's online part: a store's view rows lose their copies of the log's payloads.
+
+Before revision 0022 every row of ``view_entries`` carried a copy of its event (payload,
+``source``, ``timestamp``, ``parent_id``); since, a read joins the log on its primary key and
+only a summary's row keeps its own (the log has no row of it). A fork's rows copied from its
+source name the conversation whose log holds their event (``holder``).
+
+The revision's DDL is instant (a nullable column added, a ``NOT NULL`` dropped). What takes
+time is done here, after that DDL is committed, in short transactions, so appends and reads
+go on meanwhile (a read of a row that still carries its copy reads the copy, which equals the
+log's):
+
+1. ``set_holders``: each fork's copied rows get their ``holder``, one fork per transaction.
+2. ``drop_copies``: the copies are set to NULL, ``batch`` rows per transaction, walking the
+   table in its key order (keyset, so a batch never rereads the ones before).
+
+Both are idempotent: a migration killed half way is run again from the start, finds the work
+done so far done, and finishes. Space: PostgreSQL reuses what the NULLed copies held only once
+``VACUUM`` has run (autovacuum will); ``VACUUM FULL`` gives it back to the system
+(docs/operations.md). SQLite reuses freed pages for new rows; ``VACUUM`` shrinks the file.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import sqlalchemy as sa
+
+from viewstore.store.database import revisions
+from viewstore.store.read import lineage
+
+#: View rows per transaction of ``drop_copies``; ``VIEWSTORE_MIGRATION_BATCH`` overrides it
+#: (tests kill a migration half way through with small batches).
+BATCH = 1000
+
+_FORKS = "SELECT id, forked_from, fork_seq FROM conversations WHERE forked_from IS NOT NULL"
+_SET_HOLDER = (
+    "UPDATE view_entries SET holder = :h WHERE conversation_id = :c AND seq > :a AND seq <= :b "
+    "AND holder IS NULL"
+)
+# The next batch's last key: the table's primary key read in order, from after the last one.
+_AFTER = "(conversation_id > :c OR (conversation_id = :c AND order_key > :k))"
+_NEXT_KEY = (
+    f"SELECT conversation_id, order_key FROM view_entries WHERE {_AFTER} "
+    "ORDER BY conversation_id, order_key LIMIT 1 OFFSET :n"
+)
+_DROP = (
+    "UPDATE view_entries SET payload = NULL, source = NULL, timestamp = NULL, parent_id = NULL "
+    f"WHERE {_AFTER} AND NOT is_summary AND payload IS NOT NULL"
+)
+_UPTO = " AND (conversation_id < :d OR (conversation_id = :d AND order_key <= :l))"
+
+
+def batch_size() -> int:
+    return int(os.environ.get("VIEWSTORE_MIGRATION_BATCH", BATCH))
+
+
+def set_holders(conn: sa.Connection) -> int:
+    """Give each fork's rows of events in its sources' logs their ``holder``, one fork per
+    transaction; returns the rows set."""
+    done = 0
+    for row in list(conn.execute(sa.text(_FORKS))):
+        parts = lineage.segments(conn, row)
+        for part in parts[:-1]:
+            params = {"h": part.conversation_id, "c": row.id, "a": part.after, "b": part.upto}
+            done += conn.execute(sa.text(_SET_HOLDER), params).rowcount
+        conn.commit()
+    return done
+
+
+def drop_copies(conn: sa.Connection, batch: int | None = None) -> int:
+    """Set the copies of events in view rows to NULL, ``batch`` rows per transaction; returns
+    the batches run."""
+    size = batch or batch_size()
+    after: dict[str, Any] = {"c": "", "k": ""}  # before every key: ids and keys are not empty
+    batches = 0
+    while True:
+        found = conn.execute(sa.text(_NEXT_KEY), {**after, "n": size - 1}).first()
+        if found is None:  # the last batch: whatever is left
+            conn.execute(sa.text(_DROP), after)
+            conn.commit()
+            return batches + 1
+        conn.execute(sa.text(_DROP + _UPTO), {**after, "d": found[0], "l": found[1]})
+        conn.commit()
+        after = {"c": found[0], "k": found[1]}
+        batches += 1
+
+
+def relock(conn: sa.Connection) -> None:
+    """Take the migration lock again for the rest of the upgrade (the batches committed it)."""
+    revisions.migration_lock(conn)
