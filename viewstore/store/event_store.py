@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,8 @@ from viewstore.store.engine import (
     check_engine,
 )
 from viewstore.store.feed import FeedEntry, check_limit, decode_cursor, read_feed
+from viewstore.store.follow import ListenTarget, follow, listen_target
+from viewstore.store.follow_state import DEFAULT_LIMIT, DEFAULT_POLL
 from viewstore.store.inputs import (
     EventInput,
     check_integer,
@@ -379,3 +381,26 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods, Sourc
             if after is not None:
                 decode_cursor(after)
             return read_feed(conn, after, limit)
+
+    def follow(
+        self, after: str | None = None, *, poll: float = DEFAULT_POLL, limit: int = DEFAULT_LIMIT
+    ) -> Iterator[FeedEntry]:
+        """The change feed after ``after``, as it commits: a blocking iterator that never ends
+        by itself (stop iterating, or ``close()`` it, to end it).
+
+        On PostgreSQL each commit that appends events wakes it (``LISTEN`` on a connection
+        of its own, migration 0021), and it reads again at least every ``poll`` seconds
+        anyway; on SQLite (and on a Citus cluster) it polls, from 50 ms up to ``poll``. It
+        yields what ``feed()`` would, each entry once, and after a dropped connection it
+        reconnects and goes on from the last entry it yielded (``viewstore.store.follow``).
+        ``limit``: entries per read.
+        """
+        return follow(self.feed, self._follow_target, after=after, poll=poll, limit=limit)
+
+    def _follow_target(self) -> ListenTarget | None:
+        """Where commits notify a follower (None: nowhere, poll); for ``follow`` and the
+        async follower (``viewstore.store.follow_async``)."""
+        with self._read() as conn:
+            if self._node_feeds.sharded(conn):  # Citus: no notifications (migration 0021)
+                return None
+            return listen_target(conn)
