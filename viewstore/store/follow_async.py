@@ -1,0 +1,141 @@
+"""Following the change feed with asyncio: ``follow_async``, the async twin of ``follow``.
+
+The loop, the cursor and the timing are ``follow_state``'s, as for the blocking follower
+(``viewstore.store.follow``); only the waiting differs: here it awaits a notification on a
+``psycopg.AsyncConnection`` of its own (autocommit, outside any pool) or sleeps.
+
+It reads the feed through a callable it is given, ``read(cursor, limit)`` returning an
+awaitable page, so an async store plugs in its own ``feed``; and it is told where commits
+notify by a ``ListenTarget`` (None: poll). An async store that runs the blocking store's
+methods in SQLAlchemy's greenlets gets that from ``EventStore._follow_target()`` the same way::
+
+    target = await run_in_greenlet(sync_store._follow_target)
+    async for entry in follow_async(async_store.feed, target, after=cursor):
+        ...
+
+The iterator never ends by itself; ``aclose()`` it (or leave an ``async for``) to close its
+connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from viewstore.errors import TransientStorageError
+from viewstore.store.feed import FeedEntry
+from viewstore.store.follow import ListenTarget
+from viewstore.store.follow_state import DEFAULT_LIMIT, DEFAULT_POLL, FollowState
+from viewstore.store.shard_feed import check_map
+from viewstore.store.translate import translate_driver
+
+logger = logging.getLogger("viewstore.follow")
+
+AsyncRead = Callable[[str | None, int], Awaitable[list[FeedEntry]]]
+
+
+class AsyncListener:
+    """``viewstore.store.follow.Listener`` on an asyncio connection."""
+
+    def __init__(self, target: ListenTarget) -> None:
+        self._target = target
+        self._conn: Any = None
+
+    async def ensure(self) -> None:
+        if self._conn is not None and not self._conn.closed:
+            return
+        import psycopg  # noqa: PLC0415 - PostgreSQL only
+
+        try:
+            conn = await psycopg.AsyncConnection.connect(**self._target.params, autocommit=True)
+            await conn.execute(
+                psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(self._target.channel))
+            )
+        except psycopg.Error as error:
+            raise translate_driver(error, lost=False) from error
+        self._conn = conn
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a notification; True if one came (and every
+        one already queued is taken with it)."""
+        import psycopg  # noqa: PLC0415
+
+        conn = self._conn
+        assert conn is not None, "ensure() first"
+        came = False
+        try:
+            async for _ in conn.notifies(timeout=timeout, stop_after=1):
+                came = True
+            if came:
+                async for _ in conn.notifies(timeout=0):
+                    pass
+        except psycopg.Error as error:
+            lost = bool(conn.broken or conn.closed)
+            await self.close()
+            raise translate_driver(error, lost=lost) from error
+        return came
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+
+
+def follow_async(
+    read: AsyncRead,
+    target: ListenTarget | None,
+    *,
+    after: str | None = None,
+    poll: float = DEFAULT_POLL,
+    limit: int = DEFAULT_LIMIT,
+) -> AsyncIterator[FeedEntry]:
+    """Every feed entry after ``after`` as it commits, for ever (``EventStore.follow``'s
+    guarantee and timing). The arguments are checked here, before the first entry."""
+    if after is not None:
+        check_map(after)
+    state = FollowState(after, poll, limit)
+    state.woken_by_notifications(target is not None)
+    return _follow(read, None if target is None else AsyncListener(target), state)
+
+
+async def _follow(
+    read: AsyncRead, listener: AsyncListener | None, state: FollowState
+) -> AsyncIterator[FeedEntry]:
+    try:
+        while True:
+            try:
+                if listener is not None:
+                    await listener.ensure()  # before the read: a later commit wakes it
+                entries = await read(state.cursor, state.limit)
+            except TransientStorageError as error:
+                await _lost(listener, error)
+                await asyncio.sleep(state.failed())
+                continue
+            again = state.read(entries)
+            for entry in entries:
+                yield entry
+            if again:
+                continue
+            if listener is None:
+                await asyncio.sleep(state.wait())
+                continue
+            try:
+                if await listener.wait(state.wait()):
+                    state.notified()
+            except TransientStorageError as error:
+                await _lost(listener, error)
+                await asyncio.sleep(state.failed())
+    finally:
+        if listener is not None:
+            await listener.close()
+
+
+async def _lost(listener: AsyncListener | None, error: TransientStorageError) -> None:
+    logger.warning("following the change feed: %s; reconnecting", error)
+    if listener is not None:
+        await listener.close()
+
+
+__all__ = ["AsyncListener", "follow_async"]
