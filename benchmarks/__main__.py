@@ -8,7 +8,7 @@ printed and written to ``benchmarks/results/`` (cli.json, view.json, store-sqlit
 store-postgresql.json, web-sqlite.json, web-postgresql.json, prune-sqlite.json,
 prune-postgresql.json, scale-sqlite.json, scale-postgresql.json, fork-sqlite.json,
 fork-postgresql.json, server-append.json,
-partitions.json, and openhands-sqlite.json /
+partitions.json, follow-sqlite.json, follow-postgresql.json, and openhands-sqlite.json /
 openhands-postgresql.json where the OpenHands SDK is installed).
 ``--quick`` shrinks every size, for a smoke test of the suite itself: its figures mean nothing.
 """
@@ -29,6 +29,7 @@ from sqlalchemy.engine import make_url
 
 from benchmarks import (
     bench_cli,
+    bench_follow,
     bench_fork,
     bench_partitions,
     bench_prune,
@@ -66,6 +67,7 @@ SCALE = ["--stages", "1000,10000", "--repeat", "10"]
 QUICK_SCALE = ["--stages", "30,90", "--repeat", "2"]
 QUICK_FORK = ["--events", "300", "--repeat", "1", "--blocks", "2"]
 QUICK_SERVER_APPEND = ["--blocks", "3", "--block", "5"]
+QUICK_FOLLOW = ["--events", "5", "--gap", "0.05", "--blocks", "2", "--block", "5"]
 QUICK_PARTITIONS = ["--blocks", "2", "--block", "5", "--conversations", "2", "--read-size", "200"]
 
 
@@ -135,6 +137,14 @@ def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
     )
     print("\n== viewer pages, SQLite", flush=True)
     bench_web.main(["--url", f"sqlite:///{scratch / 'web.db'}", *web_args])
+    print("\n== following the feed, SQLite", flush=True)
+    bench_follow.main(
+        [
+            *("--url", f"sqlite:///{scratch / 'follow.db'}"),
+            *("--output", str(results / "follow-sqlite.json")),
+            *(QUICK_FOLLOW if quick else []),
+        ]
+    )
     if not postgres_url:
         print("\n(no PostgreSQL: pass --postgres-url or set VIEWSTORE_TEST_POSTGRES_URL)")
         return 0
@@ -176,6 +186,12 @@ def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
                 *("--output", str(results / "partitions.json")),
                 *(QUICK_PARTITIONS if quick else []),
             ]
+        )
+    print("\n== following the feed, PostgreSQL", flush=True)
+    with scratch_postgres(postgres_url) as url:
+        bench_follow.main(
+            ["--url", url, "--output", str(results / "follow-postgresql.json")]
+            + (QUICK_FOLLOW if quick else [])
         )
     return 0
 

@@ -9,8 +9,10 @@ PostgreSQL only. A statement-level ``AFTER INSERT`` trigger on ``events``
 store's channel: ``viewstore_feed_`` and the name of the schema the log lives in (its MD5
 when that would pass PostgreSQL's 63 bytes), so two stores of one database do not wake each
 other's followers. PostgreSQL delivers a notification at commit, never for a rolled-back
-transaction, and folds a transaction's identical notifications into one; the payload is empty
-(a follower reads the feed, which holds the facts). The trigger fires once per ``INSERT``
+transaction, and folds a transaction's identical notifications into one. The payload is the
+transaction's id, the ``txid`` its rows carry: a follower woken by it knows which rows to wait
+for (the feed shows them once every older transaction has ended), and reads the feed itself
+for the facts. The trigger fires once per ``INSERT``
 statement, inside the append's own statement or server-side call, so an append sends the
 server nothing more. ``EventStore.follow`` listens on the channel (``viewstore/store/follow.py``).
 
@@ -39,7 +41,8 @@ CREATE OR REPLACE FUNCTION {s}.viewstore_feed_notify() RETURNS trigger
 LANGUAGE plpgsql SET search_path = {s}, pg_temp AS $$
 BEGIN
     PERFORM pg_notify('viewstore_feed_' || CASE WHEN octet_length(TG_TABLE_SCHEMA) <= 48
-                      THEN TG_TABLE_SCHEMA ELSE md5(TG_TABLE_SCHEMA) END, '');
+                      THEN TG_TABLE_SCHEMA ELSE md5(TG_TABLE_SCHEMA) END,
+                      pg_current_xact_id()::text);
     RETURN NULL;
 END $$
 """

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -384,7 +384,7 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods, Sourc
 
     def follow(
         self, after: str | None = None, *, poll: float = DEFAULT_POLL, limit: int = DEFAULT_LIMIT
-    ) -> Iterator[FeedEntry]:
+    ) -> Generator[FeedEntry]:
         """The change feed after ``after``, as it commits: a blocking iterator that never ends
         by itself (stop iterating, or ``close()`` it, to end it).
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -105,22 +105,21 @@ class Listener:
             raise translate_driver(error, lost=False) from error
         self._conn = conn
 
-    def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for a notification; True if one came (then every
-        other one already queued is taken too: one read serves them all)."""
+    def wait(self, timeout: float) -> list[str]:
+        """Wait up to ``timeout`` seconds for a notification; the payloads of the one that
+        came and of every other already queued (one read serves them all), or none."""
         conn = self._conn
         assert conn is not None, "ensure() first"
         psycopg = _psycopg()
         try:
-            came = any(True for _ in conn.notifies(timeout=timeout, stop_after=1))
-            if came:
-                for _ in conn.notifies(timeout=0):
-                    pass
+            payloads = [n.payload for n in conn.notifies(timeout=timeout, stop_after=1)]
+            if payloads:
+                payloads += [n.payload for n in conn.notifies(timeout=0)]
         except psycopg.Error as error:
             lost = conn.broken or conn.closed
             self.close()
             raise translate_driver(error, lost=lost) from error
-        return came
+        return payloads
 
     def close(self) -> None:
         if self._conn is not None:
@@ -135,7 +134,7 @@ def follow(
     after: str | None,
     poll: float,
     limit: int,
-) -> Iterator[FeedEntry]:
+) -> Generator[FeedEntry]:
     """Every feed entry after ``after`` as it commits, for ever; see the module's doc.
 
     ``read(cursor, limit)`` reads one page of the feed; ``discover()`` says where commits
@@ -149,7 +148,7 @@ def follow(
 
 def _follow(
     read: Read, discover: Callable[[], ListenTarget | None], state: FollowState
-) -> Iterator[FeedEntry]:
+) -> Generator[FeedEntry]:
     listener: Listener | None = None
     discovered = False
     try:
@@ -175,8 +174,8 @@ def _follow(
                 time.sleep(state.wait())
                 continue
             try:
-                if listener.wait(state.wait()):
-                    state.notified()
+                for payload in listener.wait(state.wait()):
+                    state.notified(payload)
             except TransientStorageError as error:
                 _lost(listener, error)
                 time.sleep(state.failed())

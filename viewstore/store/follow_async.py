@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 from viewstore.errors import TransientStorageError
@@ -57,25 +57,25 @@ class AsyncListener:
             raise translate_driver(error, lost=False) from error
         self._conn = conn
 
-    async def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for a notification; True if one came (and every
-        one already queued is taken with it)."""
+    async def wait(self, timeout: float) -> list[str]:
+        """Wait up to ``timeout`` seconds for a notification; the payloads of the one that
+        came and of every one already queued, or none."""
         import psycopg  # noqa: PLC0415
 
         conn = self._conn
         assert conn is not None, "ensure() first"
-        came = False
+        payloads: list[str] = []
         try:
-            async for _ in conn.notifies(timeout=timeout, stop_after=1):
-                came = True
-            if came:
-                async for _ in conn.notifies(timeout=0):
-                    pass
+            async for notify in conn.notifies(timeout=timeout, stop_after=1):
+                payloads.append(notify.payload)
+            if payloads:
+                async for notify in conn.notifies(timeout=0):
+                    payloads.append(notify.payload)
         except psycopg.Error as error:
             lost = bool(conn.broken or conn.closed)
             await self.close()
             raise translate_driver(error, lost=lost) from error
-        return came
+        return payloads
 
     async def close(self) -> None:
         if self._conn is not None:
@@ -90,7 +90,7 @@ def follow_async(
     after: str | None = None,
     poll: float = DEFAULT_POLL,
     limit: int = DEFAULT_LIMIT,
-) -> AsyncIterator[FeedEntry]:
+) -> AsyncGenerator[FeedEntry]:
     """Every feed entry after ``after`` as it commits, for ever (``EventStore.follow``'s
     guarantee and timing). The arguments are checked here, before the first entry."""
     if after is not None:
@@ -102,7 +102,7 @@ def follow_async(
 
 async def _follow(
     read: AsyncRead, listener: AsyncListener | None, state: FollowState
-) -> AsyncIterator[FeedEntry]:
+) -> AsyncGenerator[FeedEntry]:
     try:
         while True:
             try:
@@ -122,8 +122,8 @@ async def _follow(
                 await asyncio.sleep(state.wait())
                 continue
             try:
-                if await listener.wait(state.wait()):
-                    state.notified()
+                for payload in await listener.wait(state.wait()):
+                    state.notified(payload)
             except TransientStorageError as error:
                 await _lost(listener, error)
                 await asyncio.sleep(state.failed())

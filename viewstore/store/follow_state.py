@@ -11,10 +11,12 @@ back off after a failure, and keeps the cursor.
   older than every transaction still running (``viewstore.store.feed``), so the commit that
   woke the follower may not be readable yet: a slower transaction that took an earlier
   position may still be open, and its own commit may notify nobody (it appended nothing, or it
-  is another application's). So after a notification the follower reads again after short
-  waits (``RECHECK``, doubling) until they reach ``poll``. Without any notification it reads
-  every ``poll`` seconds anyway: the safety net (a notification lost with a dropped
-  connection, a transaction outside the store holding the horizon back).
+  is another application's). The notification carries the committing transaction's id, so
+  the follower knows what to wait for: until a read has shown that transaction it reads again
+  every ``RECHECK`` seconds (``RECHECKS`` times, then doubling the wait up to ``poll``).
+  Without any notification it reads every ``poll`` seconds anyway: the safety net (a
+  notification lost with a dropped connection, a transaction outside the store holding the
+  horizon back).
 * **Polling** (SQLite, a Citus-distributed log, a store older than revision 0021). The waits
   start at ``POLL_START`` after a read that found something and double up to ``poll``.
 
@@ -31,9 +33,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from viewstore.errors import InvalidArgumentError
-from viewstore.store.feed import FeedEntry, check_limit
+from viewstore.store.feed import FeedEntry, check_limit, decode_cursor
 
 RECHECK = 0.02
+RECHECKS = 50  # a notified transaction not shown yet: read every RECHECK s, this many times
 POLL_START = 0.05
 RETRY_START = 0.1
 RETRY_MAX = 5.0
@@ -67,12 +70,13 @@ class FollowState:
     listening: bool = False
     _next_wait: float | None = None
     _retry: float = RETRY_START
+    _awaited: int | None = None  # the newest notified txid the feed has not shown yet
+    _rechecks: int = 0
 
     def __post_init__(self) -> None:
         self.poll = check_poll(self.poll)
         self.limit = check_limit(self.limit)
-        if not self.listening:
-            self._next_wait = POLL_START
+        self.woken_by_notifications(self.listening)
 
     def woken_by_notifications(self, listening: bool) -> None:
         """Say whether commits wake this follower (known once it reached the store)."""
@@ -87,14 +91,29 @@ class FollowState:
             self.cursor = entries[-1].cursor
             if not self.listening:
                 self._next_wait = POLL_START
+        if self._awaited is not None and _txid(self.cursor) >= self._awaited:
+            self._awaited = None  # its rows were handed on (the feed gives a txid's together)
         return len(entries) >= self.limit
 
-    def notified(self) -> None:
-        """A commit notified the follower: look again soon, even if this read finds nothing."""
-        self._next_wait = RECHECK
+    def notified(self, payload: str = "") -> None:
+        """A commit notified the follower (``payload``: its transaction id, migration 0021):
+        look again soon, and keep looking until the feed has shown that transaction."""
+        txid = int(payload) if payload.isdigit() and len(payload) <= _TXID_DIGITS else None
+        if txid is None:
+            self._next_wait = RECHECK
+            return
+        if self._awaited is None or txid > self._awaited:
+            self._awaited = txid
+            self._rechecks = 0
 
     def wait(self) -> float:
         """Seconds to wait (for a notification, when listening) before the next read."""
+        if self._awaited is not None and self._rechecks < RECHECKS:
+            self._rechecks += 1
+            return min(RECHECK, self.poll)
+        if self._awaited is not None and self._rechecks == RECHECKS:
+            self._rechecks += 1
+            self._next_wait = RECHECK * 2  # held back for long: back off from here
         if self._next_wait is None:
             return self.poll
         wait = min(self._next_wait, self.poll)
@@ -109,6 +128,19 @@ class FollowState:
         delay = self._retry
         self._retry = min(delay * 2, RETRY_MAX)
         return delay
+
+
+_TXID_DIGITS = 19
+
+
+def _txid(cursor: str | None) -> int:
+    """The transaction id of a single-server cursor (0 for none; a per-node map, which no
+    notification concerns, counts as past every one)."""
+    if cursor is None:
+        return 0
+    if "=" in cursor:
+        return 2**63
+    return decode_cursor(cursor)[0]
 
 
 __all__ = [
