@@ -17,6 +17,7 @@ from viewstore.errors import (
     ConcurrencyError,
     DuplicateEventError,
     InvalidArgumentError,
+    UnsupportedDatabaseError,
 )
 from viewstore.events import Event, Role, parse_event
 from viewstore.projector import Projection, ProjectionState, needs_view, project
@@ -37,6 +38,7 @@ from viewstore.store.engine import (
     check_engine,
 )
 from viewstore.store.feed import FeedEntry, check_limit, decode_cursor, read_feed
+from viewstore.store.feed_tail import tail_cursor
 from viewstore.store.follow import ListenTarget, follow, listen_target
 from viewstore.store.follow_state import DEFAULT_LIMIT, DEFAULT_POLL
 from viewstore.store.inputs import (
@@ -396,6 +398,18 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods, Sourc
         ``limit``: entries per read.
         """
         return follow(self.feed, self._follow_target, after=after, poll=poll, limit=limit)
+
+    def feed_tail(self) -> str | None:
+        """The cursor of the newest entry ``feed()`` shows now (None: it shows nothing yet):
+        ``follow(store.feed_tail())`` yields only what commits later
+        (``viewstore.store.feed_tail``). Not on a store distributed by Citus."""
+        with self._read() as conn:
+            if self._node_feeds.sharded(conn):
+                raise UnsupportedDatabaseError(
+                    "feed_tail() is not available on a distributed store: follow from a "
+                    "cursor you kept instead"
+                )
+            return tail_cursor(conn)
 
     def _follow_target(self) -> ListenTarget | None:
         """Where commits notify a follower (None: nowhere, poll); for ``follow`` and the
