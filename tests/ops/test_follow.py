@@ -22,10 +22,11 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from viewstore import EventStore, FeedEntry, InvalidArgumentError
+from viewstore import EventStore, FeedEntry, InvalidArgumentError, append_with_retry
 from viewstore.store.follow import channel
 from viewstore.store.follow_async import follow_async
 
+from ._cluster import Cluster
 from ._helpers import backend, is_postgres, message
 from ._workers import feed_writer
 from .test_feed import all_events, store_total
@@ -315,3 +316,50 @@ def test_the_async_follower_yields_the_same_entries(db_url: str) -> None:
 
         got = asyncio.run(asyncio.wait_for(main(), DEADLINE))
     assert [e.event_id for e in got] == ["a1", "a2", "b0", "b1", "b2", "b3", "b4"]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("mode", ["fast", "immediate"])
+def test_follow_goes_on_across_a_server_restart(
+    own_cluster: Cluster, own_cluster_url: str, mode: str
+) -> None:
+    """The server restarts (sessions told to end, or killed outright) between appends: the
+    follower backs off, reconnects, listens again and yields every event once."""
+    url = own_cluster_url
+    with EventStore(url) as store, EventStore(url) as follower_store:
+        store.create_schema()
+        follower = Follower(follower_store, poll=30.0)
+        follower.start()
+        appended = 0
+        for round_ in range(3):
+            for i in range(10):
+                append_with_retry(store, f"r-{i % 3}", lambda _v, e=f"r{round_}-{i}": [message(e)])
+                appended += 1
+            # well under the 30 s poll: the lost connection was noticed and replaced at once
+            assert _wait_for(appended, follower) < 20.0
+            assert len(follower.seen) == appended
+            if round_ < 2:
+                own_cluster.restart(mode)
+        stored = all_events(store)
+        append_with_retry(store, STOP, lambda _v: [message("stop")])
+        follower.join(DEADLINE)
+        assert not follower.is_alive() and follower.error is None, repr(follower.error)
+    _check_once(follower.seen, stored)
+
+
+def test_following_from_the_tail_yields_only_later_commits(db_url: str) -> None:
+    with EventStore(db_url) as store:
+        store.create_schema()
+        assert store.feed_tail() is None
+        store.append("before", [message("b1"), message("b2")])
+        deadline = time.monotonic() + DEADLINE
+        while len(store.feed()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        tail = store.feed_tail()
+        assert tail == store.feed()[-1].cursor
+        follower = Follower(store, poll=0.2, after=tail)
+        follower.start()
+        store.append("after", [message("a1")])
+        _wait_for(1, follower)
+        seen = follower.finish(store)
+    assert [e.event_id for e in seen] == ["a1"]
