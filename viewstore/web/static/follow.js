@@ -9,6 +9,8 @@
   var events = 0, conversations = {};
   var source = new EventSource("/api/feed/follow");
 
+  source.onopen = function () { note.dataset.following = "yes"; };
+
   function plural(n, word) { return n + " " + word + (n === 1 ? "" : "s"); }
 
   source.onmessage = function (message) {
