@@ -51,4 +51,7 @@ def serve(state: Context, serve_url: str | None, host: str, port: int, token: st
     app.state.store.conversations()  # a bad URL or a missing schema fails here, in one line
     guarded = ", token required" if token else ""
     click.echo(f"viewstore viewer on http://{host}:{port}/ (read-only{guarded})", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    # An open page of the list keeps a stream of the change feed open (/api/feed/follow), which
+    # never ends by itself: on Ctrl-C or SIGTERM give requests 2 s, then cut the streams (the
+    # browser resumes from its last event when the viewer is back).
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
