@@ -367,3 +367,44 @@ def test_following_from_the_tail_yields_only_later_commits(db_url: str) -> None:
         _wait_for(1, follower)
         seen = follower.finish(store)
     assert [e.event_id for e in seen] == ["a1"]
+
+
+@pytest.mark.postgres
+def test_the_async_follower_resumes_after_its_connection_is_killed(fresh_pg_url: str) -> None:
+    """``follow_async`` with a 30 s poll: its listening connection is terminated between two
+    rounds of appends, and it listens again and yields every event once."""
+    url = fresh_pg_url
+    with EventStore(url) as store, EventStore(_with_name(url, FOLLOWER)) as follower_store:
+        store.create_schema()
+
+        async def read(cursor: str | None, limit: int) -> list[FeedEntry]:
+            return await asyncio.to_thread(follower_store.feed, cursor, limit)
+
+        async def main() -> list[FeedEntry]:
+            target = await asyncio.to_thread(follower_store._follow_target)
+            got: list[FeedEntry] = []
+            following = follow_async(read, target, poll=30.0, limit=7)
+
+            async def rounds() -> None:
+                listening = await asyncio.to_thread(_await_listener, url, FOLLOWER, set())
+                for round_ in range(2):
+                    for i in range(10):
+                        await asyncio.to_thread(store.append, "async", message(f"a{round_}-{i}"))
+                    while len(got) < 10 * (round_ + 1):
+                        await asyncio.sleep(0.02)
+                    if round_ == 0:
+                        assert await asyncio.to_thread(_kill, url, FOLLOWER) >= 1
+                        await asyncio.to_thread(_await_listener, url, FOLLOWER, listening)
+
+            writer = asyncio.create_task(rounds())
+            async for entry in following:
+                got.append(entry)
+                if len(got) == 20:
+                    break
+            await following.aclose()
+            await writer
+            return got
+
+        got = asyncio.run(asyncio.wait_for(main(), 25.0))  # well under two 30 s polls
+        stored = all_events(store)
+    _check_once(got, stored)

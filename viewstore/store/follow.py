@@ -98,11 +98,16 @@ class Listener:
         psycopg = _psycopg()
         try:
             conn = psycopg.connect(**self._target.params, autocommit=True)
+        except psycopg.Error as error:
+            raise translate_driver(error, lost=False) from error
+        try:
             conn.execute(
                 psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(self._target.channel))
             )
         except psycopg.Error as error:
-            raise translate_driver(error, lost=False) from error
+            lost = conn.broken
+            conn.close()
+            raise translate_driver(error, lost=lost) from error
         self._conn = conn
 
     def wait(self, timeout: float) -> list[str]:

@@ -50,11 +50,16 @@ class AsyncListener:
 
         try:
             conn = await psycopg.AsyncConnection.connect(**self._target.params, autocommit=True)
+        except psycopg.Error as error:
+            raise translate_driver(error, lost=False) from error
+        try:
             await conn.execute(
                 psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(self._target.channel))
             )
         except psycopg.Error as error:
-            raise translate_driver(error, lost=False) from error
+            lost = bool(conn.broken)
+            await conn.close()
+            raise translate_driver(error, lost=lost) from error
         self._conn = conn
 
     async def wait(self, timeout: float) -> list[str]:
