@@ -9,7 +9,8 @@ store-postgresql.json, web-sqlite.json, web-postgresql.json, web-load-sqlite.jso
 web-load-postgresql.json, prune-sqlite.json,
 prune-postgresql.json, scale-sqlite.json, scale-postgresql.json, fork-sqlite.json,
 fork-postgresql.json, footprint-sqlite.json, footprint-postgresql.json, server-append.json,
-async-sqlite.json, async-postgresql.json, partitions.json, openhands-sqlite.json /
+async-sqlite.json, async-postgresql.json, partitions.json, follow-sqlite.json,
+follow-postgresql.json, openhands-sqlite.json /
 openhands-postgresql.json where the OpenHands SDK is installed, and ingest.json where
 openhands-agent-server is: ``.venv-agent-server``).
 ``--quick`` shrinks every size, for a smoke test of the suite itself: its figures mean nothing.
@@ -32,6 +33,7 @@ from sqlalchemy.engine import make_url
 from benchmarks import (
     bench_async,
     bench_cli,
+    bench_follow,
     bench_footprint,
     bench_fork,
     bench_partitions,
@@ -93,6 +95,7 @@ QUICK_FOOTPRINT = ["--events", "400", "--repeat", "1"]
 QUICK_SERVER_APPEND = ["--blocks", "3", "--block", "5"]
 QUICK_WEB_LOAD = ["--events", "300", "--clients", "4", "--seconds", "1", "--workers", "2"]
 QUICK_ASYNC = ["--conversations", "4", "--appends", "3", "--rounds", "2", "--pool", "4"]
+QUICK_FOLLOW = ["--events", "5", "--gap", "0.05", "--blocks", "2", "--block", "5"]
 QUICK_PARTITIONS = ["--blocks", "2", "--block", "5", "--conversations", "2", "--read-size", "200"]
 
 
@@ -190,6 +193,15 @@ def _sqlite(quick: bool, scratch: Path, results: Path) -> None:
         + (QUICK_ASYNC if quick else [])
     )
 
+    print("\n== following the feed, SQLite", flush=True)
+    bench_follow.main(
+        [
+            *("--url", f"sqlite:///{scratch / 'follow.db'}"),
+            *("--output", str(results / "follow-sqlite.json")),
+            *(QUICK_FOLLOW if quick else []),
+        ]
+    )
+
 
 def _postgres(postgres_url: str, quick: bool, results: Path) -> None:
     store_args = ["--results-dir", str(results), *(QUICK_STORE if quick else [])]
@@ -254,6 +266,12 @@ def _postgres(postgres_url: str, quick: bool, results: Path) -> None:
         )
     print("\n== ingest from agent servers, PostgreSQL", flush=True)
     _ingest(postgres_url, results, quick)
+    print("\n== following the feed, PostgreSQL", flush=True)
+    with scratch_postgres(postgres_url) as url:
+        bench_follow.main(
+            ["--url", url, "--output", str(results / "follow-postgresql.json")]
+            + (QUICK_FOLLOW if quick else [])
+        )
 
 
 if __name__ == "__main__":

@@ -40,6 +40,8 @@ def test_suite_runs_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert set(scale["ratio_last_first"]) >= {"verify_one", "keyset_page_deep", "view"}
     asynchronous = json.loads((tmp_path / "async-sqlite.json").read_text())
     assert asynchronous["events_per_s"]["async"] > 0 and asynchronous["ratio"] > 0
+    follow = json.loads((tmp_path / "follow-sqlite.json").read_text())
+    assert follow["follow"]["delivered"] == follow["follow"]["events"] == 5
     cli = json.loads((tmp_path / "cli.json").read_text())
     assert cli["ratio_to_bare_interpreter"]["python -c pass"] == 1.0
     assert cli["median_ms"]["viewstore --help"] > 0
@@ -62,3 +64,7 @@ def test_suite_runs_on_postgres(pg_server_url: str, tmp_path: Path) -> None:
     assert scale["backend"] == "postgresql" and scale["median_ms"]["verify_one"][-1] > 0
     asynchronous = json.loads((tmp_path / "async-postgresql.json").read_text())
     assert asynchronous["backend"] == "postgresql" and asynchronous["ratio"] > 0
+    follow = json.loads((tmp_path / "follow-postgresql.json").read_text())
+    for measure in ("follow", "polling_baseline"):
+        assert follow[measure]["delivered"] == follow[measure]["events"] == 5
+    assert follow["append"]["append_ms_trigger_on"] > 0

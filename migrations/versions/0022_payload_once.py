@@ -1,7 +1,7 @@
 """Each payload stored once: view rows read their event from the log.
 
 Revision ID: 0022
-Revises: 0020
+Revises: 0021
 Create Date: 2026-11-25
 
 Since revision 0003 every ``view_entries`` row carried a copy of its event (``payload``,
@@ -38,7 +38,7 @@ from alembic import op
 from viewstore.store.database import payload_once
 
 revision = "0022"
-down_revision = "0020"
+down_revision = "0021"
 branch_labels = None
 depends_on = None
 

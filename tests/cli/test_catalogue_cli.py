@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import queue
+import signal
 import subprocess
 import threading
 import time
@@ -222,6 +223,47 @@ def test_feed_follow_prints_events_as_they_commit(sqlite_url: str) -> None:
     finally:
         follower.terminate()
         follower.wait(timeout=30)
+
+
+def test_feed_follow_wakes_on_a_commit_and_ctrl_c_exits_quietly(db_url: str) -> None:
+    """PostgreSQL: with 30 s between polls, a commit still arrives within seconds (the
+    notification wakes it); both backends: SIGINT (Ctrl-C) ends it with status 0 and nothing
+    on stderr."""
+    _store(db_url)
+    postgres = db_url.startswith("postgresql")
+    follower = subprocess.Popen(
+        [str(SCRIPT), "--url", db_url, "feed", "--follow",
+         "--interval", "30" if postgres else "0.1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(),
+    )  # fmt: skip
+    try:
+        assert follower.stdout is not None
+        lines: queue.Queue[str] = queue.Queue()
+        stream = follower.stdout
+
+        def read() -> None:
+            for line in stream:
+                lines.put(line)
+
+        threading.Thread(target=read, daemon=True).start()
+        for _ in range(17):  # what the store holds already (the --after test reads the same)
+            lines.get(timeout=60)
+        time.sleep(1.0)  # waiting now
+        with EventStore(db_url) as store:
+            store.append("later", [{"kind": "MessageEvent", "id": "x1"}])
+        line = lines.get(timeout=15 if postgres else 60)
+        assert line.rstrip("\n").split("\t")[1:] == ["later", "1", "MessageEvent", "x1"]
+        follower.send_signal(signal.SIGINT)
+        assert follower.wait(timeout=30) == 0
+        assert follower.stderr is not None
+        assert follower.stderr.read() == ""
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait(timeout=30)
 
 
 def test_stats_fast_counts_a_small_store(db_url: str) -> None:

@@ -1,6 +1,6 @@
 """Migration 0022 drops the view rows' copies of their events, online and resumably: a store
-holding conversations (forks of forks, summaries, closed rows) taken down to 0020 (whose
-downgrade writes every copy back from the log, as 0020 kept them) and migrated again equals
+holding conversations (forks of forks, summaries, closed rows) taken down to 0021 (whose
+downgrade writes every copy back from the log, as 0021 kept them) and migrated again equals
 one built fresh at head from the same calls, row for row, and reads, analyst views and verify
 agree. A migration killed half way (SQLite, a real SIGKILL of the migrating process) with an
 append made meanwhile finishes when run again."""
@@ -125,12 +125,12 @@ def test_a_migrated_store_equals_a_fresh_one(
     with EventStore(url) as migrated, EventStore(fresh_url) as fresh:
         migrated.create_schema(partitions=partitions)
         fill(migrated)
-        downgrade(migrated, "0020")
+        downgrade(migrated, "0021")
         with migrated.engine.connect() as conn:
             before = conn.execute(
                 text("SELECT count(*) FROM view_entries WHERE payload IS NULL")
             ).scalar_one()
-        assert before == 0  # 0020: every row carries its copy
+        assert before == 0  # 0021: every row carries its copy
         granted = grants(migrated)
         assert granted or layout == "sqlite"  # 0008's roles may read them
         migrated.create_schema()
@@ -150,7 +150,7 @@ def test_a_killed_migration_finishes_when_run_again(tmp_path: Path) -> None:
     with EventStore(url) as migrated:
         migrated.create_schema()
         fill(migrated, pairs=1500)
-        downgrade(migrated, "0020")
+        downgrade(migrated, "0021")
         env = {**os.environ, "VIEWSTORE_MIGRATION_BATCH": "1", "PYTHONPATH": str(REPO)}
         process = subprocess.Popen(
             [sys.executable, "-c", _MIGRATE.format(url=url)], env=env, cwd=tmp_path
@@ -178,7 +178,7 @@ def test_a_killed_migration_finishes_when_run_again(tmp_path: Path) -> None:
             stamped = conn.execute(
                 text("SELECT version_num FROM viewstore_alembic_version")
             ).scalar_one()
-        assert left > 0 and stamped == "0020"  # killed half way
+        assert left > 0 and stamped == "0021"  # killed half way
         assert migrated.view("long").event_ids[-1] == "meanwhile"  # read half migrated
         assert migrated.verify().ok
         migrated.create_schema()

@@ -169,6 +169,27 @@ def test_next_links_walk_a_long_list_once(page: Any, tmp_path: Path) -> None:
         assert page.locator("a[rel=prev]").count() == 0
 
 
+def test_the_list_counts_new_events_as_they_commit(page: Any, tmp_path: Path) -> None:
+    """The note above the list (static/follow.js over /api/feed/follow) appears once events
+    commit after the page opened, counting them and their conversations."""
+    url = f"sqlite:///{tmp_path / 'news.db'}"
+    with EventStore(url) as store:
+        store.create_schema()
+        store.append("old", [M("o1")])
+        with _serving(url) as base:
+            page.goto(base + "/")
+            assert page.locator("#feed-news").is_hidden()
+            page.locator("#feed-news[data-following]").wait_for(state="attached")
+            store.append("new", [M("n1"), M("n2")])
+            store.append("other", [M("x1")])
+            note = page.locator("#feed-news a")
+            note.wait_for(state="visible")
+            page.wait_for_function(
+                "document.querySelector('#feed-news a').textContent.startsWith('3 ')"
+            )
+            assert note.inner_text() == "3 new events in 2 conversations: reload"
+
+
 def test_step_to_an_earlier_seq_fetches_the_diff(page: Any, served: tuple[str, Browsed]) -> None:
     base, browsed = served
     page.goto(f"{base}/c/{browsed.ranges}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import time
+from contextlib import closing
 from datetime import UTC, datetime
 
 import click
@@ -144,10 +144,11 @@ def _print_entry(entry: FeedEntry, as_json: bool) -> None:
 @click.option("--follow", "-f", is_flag=True, help="Keep printing events as they commit.")
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0.05),
+    type=click.FloatRange(min=0.05, max=3600),
     default=1.0,
     show_default=True,
-    help="With --follow: seconds between polls when nothing is new.",
+    help="With --follow: the longest wait between reads (PostgreSQL wakes on each commit; "
+    "SQLite polls, from 50 ms up to this).",
 )
 @json_option
 @pass_state
@@ -162,6 +163,9 @@ def feed(  # noqa: PLR0917 (click passes the options positionally by name)
     """The change feed: every conversation's events in commit order, one per line
     (cursor, conversation, seq, kind, event id; --json: one JSON object per line).
     Pass the last cursor as --after to go on where it stopped."""
+    if follow:
+        _follow(state, after, limit, interval, as_json)
+        return
     printed = 0
     cursor = after
     while limit is None or printed < limit:
@@ -170,12 +174,22 @@ def feed(  # noqa: PLR0917 (click passes the options positionally by name)
         for entry in entries:
             _print_entry(entry, as_json)
         printed += len(entries)
-        if entries:
-            cursor = entries[-1].cursor
-            continue
-        if not follow:
+        if not entries:
             return
-        try:
-            time.sleep(interval)
-        except KeyboardInterrupt:
-            return
+        cursor = entries[-1].cursor
+
+
+def _follow(
+    state: Context, after: str | None, limit: int | None, interval: float, as_json: bool
+) -> None:
+    """``store.follow()`` printed line by line until --limit, or quietly until Ctrl-C."""
+    printed = 0
+    try:
+        with closing(state.store.follow(after, poll=interval, limit=_FEED_PAGE)) as entries:
+            for entry in entries:
+                _print_entry(entry, as_json)
+                printed += 1
+                if limit is not None and printed >= limit:
+                    return
+    except KeyboardInterrupt:
+        return

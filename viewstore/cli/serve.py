@@ -72,8 +72,11 @@ def serve(  # noqa: PLR0917 (click passes the options positionally by name)
     click.echo(
         f"viewstore viewer on http://{host}:{port}/ (read-only{guarded}{processes})", err=True
     )
+    # An open page of the list keeps a stream of the change feed open (/api/feed/follow), which
+    # never ends by itself: on Ctrl-C or SIGTERM give requests 2 s, then cut the streams (the
+    # browser resumes from its last event when the viewer is back).
     if workers == 1:
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
         return
     app.state.store.close()  # checked; each worker opens its own
     os.environ[WORKER_SETTINGS] = json.dumps({"url": url, "schema": state.schema, "token": token})
@@ -84,4 +87,5 @@ def serve(  # noqa: PLR0917 (click passes the options positionally by name)
         host=host,
         port=port,
         log_level="warning",
+        timeout_graceful_shutdown=2,
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +17,7 @@ from viewstore.errors import (
     ConcurrencyError,
     DuplicateEventError,
     InvalidArgumentError,
+    UnsupportedDatabaseError,
 )
 from viewstore.events import Event, Role, parse_event
 from viewstore.projector import Projection, ProjectionState, needs_view, project
@@ -41,6 +42,9 @@ from viewstore.store.lifecycle import erasure
 from viewstore.store.lifecycle_api import LifecycleMethods
 from viewstore.store.read import lineage, reads
 from viewstore.store.read.feed import FeedEntry, check_limit, decode_cursor, read_feed
+from viewstore.store.read.feed_tail import tail_cursor
+from viewstore.store.read.follow import ListenTarget, follow, listen_target
+from viewstore.store.read.follow_state import DEFAULT_LIMIT, DEFAULT_POLL
 from viewstore.store.records import (
     AppendResult,
     StoredEvent,
@@ -373,3 +377,38 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods, Sourc
             if after is not None:
                 decode_cursor(after)
             return read_feed(conn, after, limit)
+
+    def follow(
+        self, after: str | None = None, *, poll: float = DEFAULT_POLL, limit: int = DEFAULT_LIMIT
+    ) -> Generator[FeedEntry]:
+        """The change feed after ``after``, as it commits: a blocking iterator that never ends
+        by itself (stop iterating, or ``close()`` it, to end it).
+
+        On PostgreSQL each commit that appends events wakes it (``LISTEN`` on a connection
+        of its own, migration 0021), and it reads again at least every ``poll`` seconds
+        anyway; on SQLite (and on a Citus cluster) it polls, from 50 ms up to ``poll``. It
+        yields what ``feed()`` would, each entry once, and after a dropped connection it
+        reconnects and goes on from the last entry it yielded (``viewstore.store.read.follow``).
+        ``limit``: entries per read.
+        """
+        return follow(self.feed, self._follow_target, after=after, poll=poll, limit=limit)
+
+    def feed_tail(self) -> str | None:
+        """The cursor of the newest entry ``feed()`` shows now (None: it shows nothing yet):
+        ``follow(store.feed_tail())`` yields only what commits later
+        (``viewstore.store.read.feed_tail``). Not on a store distributed by Citus."""
+        with self._read() as conn:
+            if self._node_feeds.sharded(conn):
+                raise UnsupportedDatabaseError(
+                    "feed_tail() is not available on a distributed store: follow from a "
+                    "cursor you kept instead"
+                )
+            return tail_cursor(conn)
+
+    def _follow_target(self) -> ListenTarget | None:
+        """Where commits notify a follower (None: nowhere, poll); for ``follow`` and the
+        async follower (``viewstore.store.read.follow_async``)."""
+        with self._read() as conn:
+            if self._node_feeds.sharded(conn):  # Citus: no notifications (migration 0021)
+                return None
+            return listen_target(conn)

@@ -7,7 +7,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from viewstore.store import EventStore
-from viewstore.web import details, model, params
+from viewstore.web import details, feed_stream, model, params
 from viewstore.web.openapi import schema
 
 
@@ -89,6 +89,7 @@ def routes() -> list[Route]:
     return [
         Route("/openapi.json", openapi),
         Route("/conversations", conversations),
+        Route("/feed/follow", feed_stream.follow),
         Route("/c/{conversation_id}/view", view),
         Route("/c/{conversation_id}/log", log),
         Route("/c/{conversation_id}/diff", diff),

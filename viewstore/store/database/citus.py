@@ -52,6 +52,10 @@ def statements(database: str) -> list[str]:
         FEED_TXID_FUNCTION,
         "CREATE TRIGGER events_feed_txid BEFORE INSERT ON events "
         "FOR EACH ROW EXECUTE FUNCTION viewstore_feed_txid()",
+        # The feed's wake-up (migration 0021) is a statement-level trigger: Citus would run it
+        # on each shard, on the workers, where no follower listens. Followers of a
+        # distributed store poll (viewstore/store/read/follow.py).
+        "DROP TRIGGER IF EXISTS events_feed_notify ON events",
     ]
     for table, column in TABLES.items():
         colocate = "none" if table == "conversations" else "conversations"

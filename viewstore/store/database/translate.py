@@ -96,6 +96,14 @@ def translate(error: exc.SQLAlchemyError) -> ViewstoreError:
     return StorageError(f"database error ({type(error).__name__}): {detail}")
 
 
+def translate_driver(error: Exception, *, lost: bool) -> ViewstoreError:
+    """A raw driver error of a connection the store opened outside SQLAlchemy's pool (the
+    change feed's listening connection, ``viewstore.store.read.follow``); ``lost``: the driver
+    says that connection is gone, which a retry on a new one may get past."""
+    wrapped = exc.DBAPIError.instance(None, None, error, Exception, connection_invalidated=lost)
+    return translate(wrapped)
+
+
 def _is_transient(error: exc.SQLAlchemyError, orig: object) -> bool:
     if isinstance(error, exc.DBAPIError) and error.connection_invalidated:
         return True  # the driver said the connection is gone

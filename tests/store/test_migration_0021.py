@@ -1,0 +1,55 @@
+"""Migration 0021 adds the feed's wake-up trigger on PostgreSQL (on the partitioned log of a
+store partitioned before it), changes nothing on SQLite, and goes back down cleanly."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+
+from viewstore import EventStore
+from viewstore.store.database import migrate
+
+from .test_migrations import downgrade
+
+_FOUND = (
+    "SELECT c.relkind::text, t.tgtype::int FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+    "WHERE t.tgname = 'events_feed_notify'"
+)
+_STATEMENT_AFTER_INSERT = 4  # tgtype: INSERT (4); no ROW bit (1), no BEFORE bit (2)
+
+
+@pytest.mark.parametrize("layout", ["sqlite", "postgres", "postgres_partitioned"])
+def test_the_trigger_comes_and_goes_with_the_revision(
+    request: pytest.FixtureRequest, layout: str
+) -> None:
+    if layout == "sqlite":
+        url = str(request.getfixturevalue("sqlite_url"))
+    else:
+        request.applymarker(pytest.mark.postgres)
+        url = str(request.getfixturevalue("fresh_pg_url"))
+    partitions = 4 if layout == "postgres_partitioned" else None
+    with EventStore(url) as store:
+        migrate.upgrade(store.engine, None, "0020", partitions=partitions)
+        store.append("c", [{"kind": "MessageEvent", "id": "m1"}])
+        assert store._follow_target() is None  # nothing notifies yet: a follower polls
+        store.create_schema()
+        assert store.schema_revision() == "0021"
+        target = store._follow_target()
+        if layout == "sqlite":
+            assert target is None
+            with store.engine.connect() as conn:
+                names = conn.execute(text("SELECT name FROM sqlite_master")).scalars().all()
+            assert not any("notify" in name for name in names)
+            return
+        assert target is not None and target.channel == "viewstore_feed_public"
+        with store.engine.connect() as conn:
+            found = conn.execute(text(_FOUND)).all()
+        # on the log itself: a partitioned table ('p') where partitioned, not on its partitions
+        assert found == [("p" if partitions else "r", _STATEMENT_AFTER_INSERT)]
+        assert store.append("c", [{"kind": "MessageEvent", "id": "m2"}]).version == 2
+        downgrade(store, "0020")
+        assert store._follow_target() is None
+        with store.engine.connect() as conn:
+            assert conn.execute(text(_FOUND)).all() == []
+            gone = "SELECT to_regproc('viewstore_feed_notify') IS NULL"
+            assert conn.execute(text(gone)).scalar_one()
