@@ -30,6 +30,8 @@ from ..ops._helpers import message
 
 #: Context managers in both stores (``async with`` here), not coroutines.
 ENTERED = {"begin", "conversation_lock"}
+#: Iterators in both stores (``async for`` here): a plain method returning an async generator.
+ITERATORS = {"follow"}
 
 
 def public_methods(cls: type) -> set[str]:
@@ -43,6 +45,8 @@ def test_every_method_of_eventstore_is_offered_with_its_arguments() -> None:
         sync, shell = getattr(EventStore, name), getattr(AsyncEventStore, name)
         if name in ENTERED:
             assert inspect.isasyncgenfunction(inspect.unwrap(shell)), name
+        elif name in ITERATORS:
+            assert inspect.isasyncgenfunction(getattr(AsyncEventStore, f"_{name}")), name
         else:
             assert inspect.iscoroutinefunction(shell), name
         wanted = [(p.name, p.kind, p.default) for p in inspect.signature(sync).parameters.values()]
@@ -188,3 +192,31 @@ def test_append_with_retry_from_many_tasks_settles_every_conflict(db_url: str) -
 
     asyncio.run(main())
     assert conflicts  # they did collide, and the backoff let the loop run the others
+
+
+def test_follow_delivers_each_commit_once_and_checks_its_arguments(db_url: str) -> None:
+    async def scenario() -> None:
+        async with AsyncEventStore(db_url) as store:
+            await store.create_schema()
+            await store.append("f1", [message("m0")])
+            with pytest.raises(InvalidArgumentError):
+                store.follow(None, poll=-1)
+            entries = store.follow(None, poll=0.2)
+            seen: list[tuple[str, int]] = []
+
+            async def consume() -> None:
+                async for entry in entries:
+                    seen.append((entry.conversation_id, entry.seq))
+                    if len(seen) == 7:
+                        return
+
+            consumer = asyncio.create_task(consume())
+            for i in range(1, 4):
+                await store.append("f1", [message(f"m{i}")])
+                await store.append("f2", [message(f"n{i}")])
+            await asyncio.wait_for(consumer, timeout=60)
+            await entries.aclose()
+            wanted = [("f1", seq) for seq in range(1, 5)] + [("f2", seq) for seq in range(1, 4)]
+            assert sorted(seen) == wanted
+
+    asyncio.run(scenario())

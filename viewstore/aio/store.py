@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterable
 from contextlib import (
     AbstractAsyncContextManager,
     AbstractContextManager,
@@ -36,6 +36,10 @@ from viewstore.aio.engine import create_async_engine
 from viewstore.store.database.engine import default_url
 from viewstore.store.event_store import EventStore
 from viewstore.store.inputs import DEFAULT_MAX_EVENT_BYTES, EventInput
+from viewstore.store.read.feed import FeedEntry
+from viewstore.store.read.follow_async import follow_async
+from viewstore.store.read.follow_state import DEFAULT_LIMIT, DEFAULT_POLL, FollowState
+from viewstore.store.read.shard_feed import check_map
 from viewstore.store.records import AppendResult
 from viewstore.store.store_core import ConversationId
 
@@ -227,6 +231,31 @@ class AsyncEventStore:
     event = _shell(EventStore.event)
     log_index = _shell(EventStore.log_index)
     feed = _shell(EventStore.feed)
+    feed_tail = _shell(EventStore.feed_tail)
+
+    def follow(
+        self, after: str | None = None, *, poll: float = DEFAULT_POLL, limit: int = DEFAULT_LIMIT
+    ) -> AsyncGenerator[FeedEntry]:
+        """``EventStore.follow`` as an async iterator (``async for entry in
+        store.follow(cursor)``): the same loop and guarantee, waiting on an asyncio
+        connection of its own (``viewstore.store.read.follow_async``). ``aclose()`` it, or
+        leave the ``async for``, to close that connection."""
+        FollowState(after, poll, limit)  # bad arguments fail here, not at the first entry
+        if after is not None:
+            check_map(after)
+        return self._follow(after, poll, limit)
+
+    async def _follow(
+        self, after: str | None, poll: float, limit: int
+    ) -> AsyncGenerator[FeedEntry]:
+        target = await greenlet_spawn(self.sync_store._follow_target)
+        entries = follow_async(self.feed, target, after=after, poll=poll, limit=limit)
+        try:
+            async for entry in entries:
+                yield entry
+        finally:
+            await entries.aclose()
+
     base_state = _shell(EventStore.base_state)
     condensation = _shell(EventStore.condensation)
     condensations = _shell(EventStore.condensations)
