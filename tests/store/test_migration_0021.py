@@ -29,10 +29,11 @@ def test_the_trigger_comes_and_goes_with_the_revision(
         url = str(request.getfixturevalue("fresh_pg_url"))
     partitions = 4 if layout == "postgres_partitioned" else None
     with EventStore(url) as store:
+        # No rows: this code writes the rows of revision 0022's shape (tests/ops/test_follow.py
+        # has the trigger at work).
         migrate.upgrade(store.engine, None, "0020", partitions=partitions)
-        store.append("c", [{"kind": "MessageEvent", "id": "m1"}])
         assert store._follow_target() is None  # nothing notifies yet: a follower polls
-        store.create_schema()
+        migrate.upgrade(store.engine, None, "0021", partitions=partitions)
         assert store.schema_revision() == "0021"
         target = store._follow_target()
         if layout == "sqlite":
@@ -46,7 +47,6 @@ def test_the_trigger_comes_and_goes_with_the_revision(
             found = conn.execute(text(_FOUND)).all()
         # on the log itself: a partitioned table ('p') where partitioned, not on its partitions
         assert found == [("p" if partitions else "r", _STATEMENT_AFTER_INSERT)]
-        assert store.append("c", [{"kind": "MessageEvent", "id": "m2"}]).version == 2
         downgrade(store, "0020")
         assert store._follow_target() is None
         with store.engine.connect() as conn:
