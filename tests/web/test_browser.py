@@ -184,10 +184,10 @@ def test_the_list_counts_new_events_as_they_commit(page: Any, tmp_path: Path) ->
             store.append("other", [M("x1")])
             note = page.locator("#feed-news a")
             note.wait_for(state="visible")
-            page.wait_for_function(
-                "document.querySelector('#feed-news a').textContent.startsWith('3 ')"
-            )
-            assert note.inner_text() == "3 new events in 2 conversations: reload"
+            # Waited for through Playwright, not a script string: the page's CSP forbids eval.
+            from playwright.sync_api import expect  # noqa: PLC0415 - as the fixture imports it
+
+            expect(note).to_have_text("3 new events in 2 conversations: reload", timeout=15_000)
 
 
 def test_step_to_an_earlier_seq_fetches_the_diff(page: Any, served: tuple[str, Browsed]) -> None:

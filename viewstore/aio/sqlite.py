@@ -21,7 +21,7 @@ Parameters = Sequence[Any] | Mapping[str, Any]
 
 
 class BlockingConnection:
-    """``execute``, ``executemany`` and ``in_transaction`` of sqlite3's connection, served
+    """``execute``, ``executemany`` and ``rollback`` of sqlite3's connection, served
     by an aiosqlite connection."""
 
     __slots__ = ("_connection",)
@@ -35,6 +35,8 @@ class BlockingConnection:
     def executemany(self, sql: str, parameters: Iterable[Parameters]) -> aiosqlite.Cursor:
         return await_only(self._connection.executemany(sql, parameters))
 
-    @property
-    def in_transaction(self) -> bool:
-        return self._connection.in_transaction
+    def rollback(self) -> None:
+        """Queued on the connection's thread like every call, so it runs after any statement
+        queued before it, even one whose caller was cancelled; sqlite3 skips it when no
+        transaction is open. Queued at once, it runs even if this wait is cancelled too."""
+        await_only(self._connection.rollback())

@@ -9,9 +9,10 @@ both stores run one definition of every statement, plan, check, retry and error 
 the append's fast path and its server-side call, the locked ordinary path, the reads, the
 audits. Only the waiting differs (viewstore/pause.py).
 
-Cancellation: a task cancelled while one of these calls waits for the database gets its
-``CancelledError`` raised inside the blocking code, at that wait, and it unwinds as any error
-does: the transaction rolls back and the connection goes back to the pool (docs/asyncio.md).
+Cancellation never reaches that blocking code: each call runs in a task of its own, which a
+cancelled caller leaves running to its end (viewstore/aio/calls.py, docs/asyncio.md). Only a
+``begin()`` block's own statements, which run in the caller's task, can be cut; the block's
+transaction then rolls back whole.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from sqlalchemy.orm import Session
 from sqlalchemy.util.concurrency import greenlet_spawn
 
+from viewstore.aio.calls import Calls
 from viewstore.aio.engine import create_async_engine
 from viewstore.store.database.engine import default_url
 from viewstore.store.event_store import EventStore
@@ -57,7 +59,8 @@ def _shell(
     @functools.wraps(method)
     async def shell(self: AsyncEventStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         # A partial: greenlet_spawn's own keyword would clash with the method's in the types.
-        return await greenlet_spawn(functools.partial(method, self.sync_store, *args, **kwargs))
+        call = functools.partial(method, self.sync_store, *args, **kwargs)
+        return await self._calls.run(greenlet_spawn(call))
 
     return shell
 
@@ -69,8 +72,8 @@ def _writer(
 
     @functools.wraps(method)
     async def shell(self: AsyncEventStore, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        async with self._turns():
-            return await greenlet_spawn(functools.partial(method, self.sync_store, *args, **kwargs))
+        call = functools.partial(method, self.sync_store, *args, **kwargs)
+        return await self._calls.run(self._in_turn(call))
 
     return shell
 
@@ -116,6 +119,7 @@ class AsyncEventStore:
                 self.engine.sync_engine.dispose(close=False)
             raise
         self._writers = asyncio.Lock() if self.engine.dialect.name == "sqlite" else None
+        self._calls = Calls()
 
     def _turns(self) -> AbstractAsyncContextManager[Any]:
         """On SQLite, this store's writers one at a time, in the order they came. SQLite has a
@@ -125,6 +129,10 @@ class AsyncEventStore:
         that way). The store's own queue hands the lock on at once. Other processes, and
         ``begin()`` blocks, still meet at SQLite's lock."""
         return self._writers if self._writers is not None else nullcontext()
+
+    async def _in_turn(self, call: Callable[[], _T]) -> _T:
+        async with self._turns():
+            return await greenlet_spawn(call)
 
     @property
     def schema(self) -> str | None:
@@ -139,11 +147,15 @@ class AsyncEventStore:
     ) -> _T:
         """``fn(sync_store, *args, **kwargs)`` in the greenlet every method runs in: blocking
         code written against ``EventStore`` (``viewstore.append_with_retry``, say), awaited."""
-        return await greenlet_spawn(functools.partial(fn, self.sync_store, *args, **kwargs))
+        return await self._calls.run(
+            greenlet_spawn(functools.partial(fn, self.sync_store, *args, **kwargs))
+        )
 
     # -- lifecycle ----------------------------------------------------------------------
 
     async def close(self) -> None:
+        """Wait for the calls under way (those of cancelled callers too), then close."""
+        await self._calls.settle()
         await greenlet_spawn(self.sync_store.close)
         if self._owns_engine:
             await self.engine.dispose()
@@ -177,10 +189,11 @@ class AsyncEventStore:
             expected_version=expected_version,
             connection=None if connection is None else _blocking(connection),
         )
-        if connection is not None:  # in the caller's transaction, which has the lock already
+        if connection is not None:
+            # In the caller's transaction, which has the write lock already, and in the caller's
+            # task: cut by a cancellation, the block's transaction rolls back whole.
             return await greenlet_spawn(append)
-        async with self._turns():
-            return await greenlet_spawn(append)
+        return await self._calls.run(self._in_turn(append))
 
     @asynccontextmanager
     async def begin(self) -> AsyncIterator[AsyncConnection]:
@@ -202,15 +215,23 @@ class AsyncEventStore:
 
     @asynccontextmanager
     async def _entered(self, manager: AbstractContextManager[_T]) -> AsyncIterator[_T]:
-        """A blocking context manager of the store, entered and left in greenlets."""
-        value = await greenlet_spawn(manager.__enter__)
+        """A blocking context manager of the store, entered and left in calls of their own
+        (``Calls``): a cancellation cuts neither; a caller cancelled while entering leaves the
+        manager to be left as soon as it is entered."""
+        entering = self._calls.start(greenlet_spawn(manager.__enter__))
+        try:
+            value = await asyncio.shield(entering)
+        except asyncio.CancelledError as cancelled:
+            self._calls.start(_leave_when_entered(entering, manager, cancelled))
+            raise
         try:
             yield value
         except BaseException as error:
-            if not await greenlet_spawn(manager.__exit__, type(error), error, error.__traceback__):
+            leave = greenlet_spawn(manager.__exit__, type(error), error, error.__traceback__)
+            if not await self._calls.run(leave):
                 raise
         else:
-            await greenlet_spawn(manager.__exit__, None, None, None)
+            await self._calls.run(greenlet_spawn(manager.__exit__, None, None, None))
 
     save_base_state = _writer(EventStore.save_base_state)
     save_conversation_info = _writer(EventStore.save_conversation_info)
@@ -248,7 +269,7 @@ class AsyncEventStore:
     async def _follow(
         self, after: str | None, poll: float, limit: int
     ) -> AsyncGenerator[FeedEntry]:
-        target = await greenlet_spawn(self.sync_store._follow_target)
+        target = await self._calls.run(greenlet_spawn(self.sync_store._follow_target))
         entries = follow_async(self.feed, target, after=after, poll=poll, limit=limit)
         try:
             async for entry in entries:
@@ -277,6 +298,16 @@ class AsyncEventStore:
     verify = _shell(EventStore.verify)
     checkpoint = _shell(EventStore.checkpoint)
     live_equals_resume = _shell(EventStore.live_equals_resume)
+
+
+async def _leave_when_entered(
+    entering: asyncio.Task[Any], manager: AbstractContextManager[Any], error: BaseException
+) -> None:
+    try:
+        await entering
+    except BaseException:  # never entered: nothing to leave
+        return
+    await greenlet_spawn(manager.__exit__, type(error), error, error.__traceback__)
 
 
 def _blocking(connection: Caller) -> Connection | Session:

@@ -313,10 +313,13 @@ def write_sqlite(engine: Engine, p: Plan) -> bool:
 
 
 def _rollback(driver: Any) -> None:
-    # SQLite rolls the whole transaction back by itself on some errors (SQLITE_FULL, an I/O
-    # error, SQLITE_NOMEM...): a ROLLBACK then fails with "no transaction is active".
-    if driver.in_transaction:
-        driver.execute("ROLLBACK")
+    # The driver's own rollback, not a ROLLBACK statement: it asks SQLite whether a transaction
+    # is open and is a no-op when none is, as after the errors on which SQLite rolls back by
+    # itself (SQLITE_FULL, an I/O error, SQLITE_NOMEM...). On aiosqlite it must be asked on the
+    # connection's thread, in order after the BEGIN: a cancelled task's BEGIN IMMEDIATE may
+    # still be queued there when the task unwinds, and a rollback skipped then would leave the
+    # pooled connection holding SQLite's write lock, every other writer waiting on it for good.
+    driver.rollback()
 
 
 def _sqlite_driver(conn: Connection) -> Any:
