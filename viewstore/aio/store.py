@@ -153,8 +153,13 @@ class AsyncEventStore:
 
     # -- lifecycle ----------------------------------------------------------------------
 
+    async def settle(self) -> None:
+        """Wait until the calls under way have ended, those that cancelled callers left
+        running included (a cancelled append still ends whole or absent: docs/asyncio.md)."""
+        await self._calls.settle()
+
     async def close(self) -> None:
-        """Wait for the calls under way (those of cancelled callers too), then close."""
+        """``settle()``, then close the store."""
         await self._calls.settle()
         await greenlet_spawn(self.sync_store.close)
         if self._owns_engine:
