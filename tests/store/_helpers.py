@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine, MetaData, create_engine, inspect, select, text
 
 from viewstore import Event, EventStore, StoredView
@@ -191,3 +192,17 @@ def appending_meanwhile(
         thread.join()
     if errors:
         raise errors[0]
+
+
+#: The layouts the migration tests take a store of each through.
+LAYOUTS = ["sqlite", "postgres", "postgres_partitioned"]
+
+
+def layout_url(request: pytest.FixtureRequest, layout: str) -> tuple[str, int | None]:
+    """An empty database of ``layout`` (one of ``LAYOUTS``) and its partitions argument; the
+    PostgreSQL ones mark the test ``postgres``."""
+    if layout == "sqlite":
+        return str(request.getfixturevalue("sqlite_url")), None
+    request.applymarker(pytest.mark.postgres)
+    url = str(request.getfixturevalue("fresh_pg_url"))
+    return url, 4 if layout == "postgres_partitioned" else None

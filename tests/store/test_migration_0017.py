@@ -12,7 +12,7 @@ from sqlalchemy import Connection, text
 from viewstore import EventStore
 from viewstore.store.event_store import alembic_config
 
-from ._helpers import M, S, U
+from ._helpers import LAYOUTS, M, S, U, layout_url
 from .test_migrations import downgrade, drift, upgrade
 
 HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
@@ -78,17 +78,12 @@ def _check_upgraded(store: EventStore) -> None:
     assert store.verify().ok
 
 
-@pytest.mark.parametrize("layout", ["sqlite", "postgres", "postgres_partitioned"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_a_store_holding_conversations_gets_the_indexes(
     request: pytest.FixtureRequest, layout: str
 ) -> None:
-    if layout == "sqlite":
-        url = str(request.getfixturevalue("sqlite_url"))
-    else:
-        request.applymarker(pytest.mark.postgres)
-        url = str(request.getfixturevalue("fresh_pg_url"))
+    url, partitions = layout_url(request, layout)
     with EventStore(url) as store:
-        partitions = 4 if layout == "postgres_partitioned" else None
         # Filled at head and taken down: this code writes the rows of revision 0022's shape.
         store.create_schema(partitions=partitions)
         _fill(store)

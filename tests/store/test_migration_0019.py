@@ -10,6 +10,7 @@ from sqlalchemy import Connection, text
 from viewstore import EventStore
 from viewstore.view import View
 
+from ._helpers import LAYOUTS, layout_url
 from .test_migrations import downgrade, drift
 from .test_resume_rows_plan import _history
 
@@ -29,16 +30,11 @@ def _indexes(conn: Connection) -> dict[str, bool]:
     return {name: valid for name, valid in found.items() if name in INDEXES}
 
 
-@pytest.mark.parametrize("layout", ["sqlite", "postgres", "postgres_partitioned"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_a_store_holding_conversations_gets_the_indexes(
     request: pytest.FixtureRequest, layout: str
 ) -> None:
-    if layout == "sqlite":
-        url = str(request.getfixturevalue("sqlite_url"))
-    else:
-        request.applymarker(pytest.mark.postgres)
-        url = str(request.getfixturevalue("fresh_pg_url"))
-    partitions = 4 if layout == "postgres_partitioned" else None
+    url, partitions = layout_url(request, layout)
     with EventStore(url) as store:
         # Filled at head and taken down: this code writes the rows of revision 0022's shape.
         store.create_schema(partitions=partitions)

@@ -9,6 +9,7 @@ from sqlalchemy import text
 from viewstore import EventStore
 from viewstore.store.database import migrate
 
+from ._helpers import LAYOUTS, layout_url
 from .test_migrations import downgrade
 
 _FOUND = (
@@ -18,16 +19,11 @@ _FOUND = (
 _STATEMENT_AFTER_INSERT = 4  # tgtype: INSERT (4); no ROW bit (1), no BEFORE bit (2)
 
 
-@pytest.mark.parametrize("layout", ["sqlite", "postgres", "postgres_partitioned"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_the_trigger_comes_and_goes_with_the_revision(
     request: pytest.FixtureRequest, layout: str
 ) -> None:
-    if layout == "sqlite":
-        url = str(request.getfixturevalue("sqlite_url"))
-    else:
-        request.applymarker(pytest.mark.postgres)
-        url = str(request.getfixturevalue("fresh_pg_url"))
-    partitions = 4 if layout == "postgres_partitioned" else None
+    url, partitions = layout_url(request, layout)
     with EventStore(url) as store:
         # No rows: this code writes the rows of revision 0022's shape (tests/ops/test_follow.py
         # has the trigger at work).

@@ -20,7 +20,7 @@ from sqlalchemy import text
 
 from viewstore import EventStore
 
-from ._helpers import A, C, O, S, U
+from ._helpers import LAYOUTS, A, C, O, S, U, layout_url
 from .test_migrations import downgrade, drift
 from .test_view_rows import rich_history
 
@@ -109,18 +109,15 @@ def assert_equal_stores(migrated: EventStore, fresh: EventStore) -> None:
     assert holders > 0  # the forks' rows name their sources' logs
 
 
-@pytest.mark.parametrize("layout", ["sqlite", "postgres", "postgres_partitioned"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_a_migrated_store_equals_a_fresh_one(
     request: pytest.FixtureRequest, layout: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    url, partitions = layout_url(request, layout)
     if layout == "sqlite":
-        url, other = (str(request.getfixturevalue(name)) for name in ("sqlite_url", "tmp_path"))
-        fresh_url = f"sqlite:///{other}/fresh.db"
+        fresh_url = f"sqlite:///{request.getfixturevalue('tmp_path')}/fresh.db"
     else:
-        request.applymarker(pytest.mark.postgres)
-        url = str(request.getfixturevalue("fresh_pg_url"))
         fresh_url = str(request.getfixturevalue("second_pg_url"))
-    partitions = 4 if layout == "postgres_partitioned" else None
     monkeypatch.setenv("VIEWSTORE_MIGRATION_BATCH", "37")  # many batches, one cut mid-fork
     with EventStore(url) as migrated, EventStore(fresh_url) as fresh:
         migrated.create_schema(partitions=partitions)

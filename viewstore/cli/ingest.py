@@ -4,11 +4,28 @@ extra's uvicorn/starlette only for ``ingest``; ``sync`` needs nothing more than 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import click
 
 from viewstore.cli.app import Context, UserError, cli, open_url, pass_state
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _sources_option(help_: str) -> Callable[[F], F]:
+    """``--sources FILE`` (``VIEWSTORE_INGEST_SOURCES``), as both commands read it."""
+    return click.option(
+        "--sources",
+        "sources_file",
+        envvar="VIEWSTORE_INGEST_SOURCES",
+        show_envvar=True,
+        default=None,
+        metavar="FILE",
+        help=help_,
+    )
 
 
 @cli.command()
@@ -23,15 +40,8 @@ from viewstore.cli.app import Context, UserError, cli, open_url, pass_state
 @click.option(
     "--port", type=click.IntRange(0, 65535), default=8766, show_default=True, help="Port."
 )
-@click.option(
-    "--sources",
-    "sources_file",
-    envvar="VIEWSTORE_INGEST_SOURCES",
-    show_envvar=True,
-    default=None,
-    metavar="FILE",
-    help="The agent servers (TOML, or JSON by a .json suffix): [sources.NAME] url, "
-    "session_api_key_env.",
+@_sources_option(
+    "The agent servers (TOML, or JSON by a .json suffix): [sources.NAME] url, session_api_key_env."
 )
 @click.option(
     "--token",
@@ -98,15 +108,7 @@ def ingest(  # noqa: PLR0917 (click passes the options positionally by name)
 
 @cli.command()
 @click.argument("agent_server")
-@click.option(
-    "--sources",
-    "sources_file",
-    envvar="VIEWSTORE_INGEST_SOURCES",
-    show_envvar=True,
-    default=None,
-    metavar="FILE",
-    help="The sources file: AGENT_SERVER may be one of its names.",
-)
+@_sources_option("The sources file: AGENT_SERVER may be one of its names.")
 @click.option(
     "--session-api-key",
     envvar="VIEWSTORE_SYNC_SESSION_API_KEY",
