@@ -10,6 +10,7 @@ import inspect
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -220,3 +221,42 @@ def test_follow_delivers_each_commit_once_and_checks_its_arguments(db_url: str) 
             assert sorted(seen) == wanted
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("whole", [True, False], ids=["one hand-off", "a call at a time"])
+def test_the_sqlite_fast_path_is_the_same_sent_whole_or_call_by_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, whole: bool
+) -> None:
+    """The SQLite fast path's transaction goes to aiosqlite's thread in one hand-off, or (where
+    aiosqlite's private calls are missing) one call at a time: the same rows either way, a
+    stale tail and a stored id still refused by the transaction, nothing left open."""
+    from viewstore.aio import sqlite as aio_sqlite  # noqa: PLC0415
+
+    monkeypatch.setattr(aio_sqlite, "WHOLE", whole)
+    sent = []
+    run_on_thread = aio_sqlite.run_on_thread
+
+    def counted(connection: Any, fn: Callable[[Any], bool]) -> bool:
+        sent.append(fn)
+        return run_on_thread(connection, fn)
+
+    monkeypatch.setattr(aio_sqlite, "run_on_thread", counted)
+
+    async def main() -> None:
+        async with AsyncEventStore(f"sqlite:///{tmp_path / 'a.db'}") as store:
+            await store.create_schema()
+            for n in range(20):
+                result = await store.append("c", [message(f"m{n}")])
+                assert result.appended == [f"m{n}"]
+            again = await store.append("c", [message("m3")])  # a stored id: the locked path
+            assert again.appended == [] and again.duplicates == ["m3"]
+            assert store.engine.sync_engine.pool.checkedout() == 0
+            report = await store.verify()
+            assert report.ok, report.problems
+            assert [e.event_id for e in await store.events("c")] == [f"m{n}" for n in range(20)]
+
+    asyncio.run(main())
+    assert len(sent) >= 19  # the fast path ran (the first append takes the locked path)
+    with EventStore(f"sqlite:///{tmp_path / 'a.db'}") as blocking:  # a writer after: none open
+        blocking.append("c", [message("after")])
+        assert blocking.version("c") == 21

@@ -1,28 +1,46 @@
-"""A blocking face of an aiosqlite connection, for the SQLite fast path's driver-level
-transaction (``fast_path.write_sqlite``) on the asyncio store.
+"""The SQLite fast path's transaction on an aiosqlite connection: ``run_on_thread``.
 
-aiosqlite runs every call in a thread of its own, and each call is one hand-off to that
-thread and one back to the event loop. SQLAlchemy's adapter spends two or three on a statement
-(a cursor, then the statement, then its rows); aiosqlite's own ``execute`` and ``executemany``
-make and run the cursor in one. The fast path's five or six statements thus cost about half
-the hand-offs, which is most of an append's time on aiosqlite. Called from the store's
-greenlet only (``await_only``).
+aiosqlite runs every call on a thread of its own, and each call is one hand-off to that thread
+and one back to the event loop; the hand-offs, not the writes, were most of an append's time
+(SQLAlchemy's adapter spends two or three on a statement). The fast path's transaction
+(``fast_path.SqliteWrites.run``) is plain sqlite3 code with its statements made beforehand, so
+it is sent to the connection's thread whole: one hand-off for the whole append, and no part of
+it left queued there if its caller gives up (docs/asyncio.md, "Cancellation").
+
+aiosqlite offers no public call for that. Its connection's ``_execute`` (queue a function on
+the thread) and ``_connection`` (the sqlite3 connection) are private: should a release rename
+them, the transaction runs as before, one hand-off per call, through ``BlockingConnection``
+(tests/store/test_async_store.py runs appends both ways). Called from the store's greenlet
+only (``await_only``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+import sqlite3
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import aiosqlite
 from sqlalchemy.util.concurrency import await_only
 
 Parameters = Sequence[Any] | Mapping[str, Any]
+_R = TypeVar("_R")
+#: Send the transaction whole when aiosqlite allows it (False: one call at a time, as tested).
+WHOLE = True
+
+
+def run_on_thread(connection: aiosqlite.Connection, fn: Callable[[Any], _R]) -> _R:
+    """``fn(sqlite3 connection)`` on ``connection``'s thread, awaited."""
+    queue = getattr(connection, "_execute", None) if WHOLE else None
+    raw = getattr(connection, "_connection", None)
+    if queue is None or not isinstance(raw, sqlite3.Connection):
+        return fn(BlockingConnection(connection))
+    return await_only(queue(fn, raw))  # type: ignore[no-any-return]
 
 
 class BlockingConnection:
-    """``execute``, ``executemany`` and ``rollback`` of sqlite3's connection, served
-    by an aiosqlite connection."""
+    """``execute``, ``executemany`` and ``rollback`` of sqlite3's connection, served by an
+    aiosqlite connection one call at a time."""
 
     __slots__ = ("_connection",)
 
@@ -37,6 +55,5 @@ class BlockingConnection:
 
     def rollback(self) -> None:
         """Queued on the connection's thread like every call, so it runs after any statement
-        queued before it, even one whose caller was cancelled; sqlite3 skips it when no
-        transaction is open. Queued at once, it runs even if this wait is cancelled too."""
+        queued before it; sqlite3 skips it when no transaction is open."""
         await_only(self._connection.rollback())

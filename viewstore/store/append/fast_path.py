@@ -28,7 +28,7 @@ from functools import cache, lru_cache
 from threading import Lock
 from typing import Any
 
-from sqlalchemy import Connection, Dialect, Engine, Table
+from sqlalchemy import Dialect, Engine, Table
 
 from viewstore.events import Event
 from viewstore.projector import Projection, ProjectionState, project
@@ -294,66 +294,72 @@ def write_sqlite(engine: Engine, p: Plan) -> bool:
     """Run the plan's writes in one ``BEGIN IMMEDIATE`` transaction on the driver's connection;
     False (rolled back, nothing written) when the guard found the tail stale or an id was
     already stored. The transaction is the driver's own: SQLAlchemy's begin and commit around
-    it cost as much as the writes."""
+    it cost as much as the writes. The statements are made first and run in one call
+    (``SqliteWrites.run``), so that on aiosqlite the whole transaction is one hand-off to the
+    connection's thread (viewstore/aio/sqlite.py) and no part of it is left behind there."""
     with engine.connect() as conn, driver_errors(conn):
-        driver = _sqlite_driver(conn)
+        writes = _sqlite_writes(p, _datetime_processor(conn.dialect)(p.now))
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        if isinstance(driver, sqlite3.Connection):
+            return writes.run(driver)
+        from viewstore.aio.sqlite import run_on_thread  # noqa: PLC0415 - the asyncio store's
+
+        return run_on_thread(driver, writes.run)
+
+
+@dataclass(frozen=True)
+class SqliteWrites:
+    """One fast-path append's statements for sqlite3, made before the transaction opens."""
+
+    guard: tuple[str, dict[str, Any]]
+    log: tuple[str, list[dict[str, Any]]]
+    then: list[tuple[str, list[dict[str, Any]]]]  # each run with executemany, in order
+
+    def run(self, driver: Any) -> bool:
+        """The transaction on ``driver``: sqlite3's connection, or one that serves its calls."""
         driver.execute("BEGIN IMMEDIATE")
         try:
-            if _write_sqlite(conn, p):
-                driver.execute("COMMIT")
-                return True
+            if driver.execute(*self.guard).rowcount != 1:
+                driver.rollback()
+                return False
+            try:
+                driver.executemany(*self.log)
+            except sqlite3.IntegrityError:
+                driver.rollback()
+                return False
+            for statement, params in self.then:
+                driver.executemany(statement, params)
+            driver.execute("COMMIT")
+            return True
         except BaseException:
             # The error in flight says why (a full disk, say); a failed rollback must not take
-            # its place, and the pool's reset on check-in rolls back whatever is left.
+            # its place. The driver's rollback is a no-op where SQLite has already rolled back
+            # by itself (SQLITE_FULL, an I/O error, SQLITE_NOMEM...).
             with suppress(sqlite3.Error):
-                _rollback(driver)
+                driver.rollback()
             raise
-        _rollback(driver)
-        return False
 
 
-def _rollback(driver: Any) -> None:
-    # The driver's own rollback, not a ROLLBACK statement: it asks SQLite whether a transaction
-    # is open and is a no-op when none is, as after the errors on which SQLite rolls back by
-    # itself (SQLITE_FULL, an I/O error, SQLITE_NOMEM...). On aiosqlite it must be asked on the
-    # connection's thread, in order after the BEGIN: a cancelled task's BEGIN IMMEDIATE may
-    # still be queued there when the task unwinds, and a rollback skipped then would leave the
-    # pooled connection holding SQLite's write lock, every other writer waiting on it for good.
-    driver.rollback()
-
-
-def _sqlite_driver(conn: Connection) -> Any:
-    """sqlite3's connection; on the asyncio store, aiosqlite's, behind a blocking face that
-    hands each call to its thread once (viewstore/aio/sqlite.py)."""
-    driver = conn.connection.driver_connection
-    assert driver is not None
-    if isinstance(driver, sqlite3.Connection):
-        return driver
-    from viewstore.aio.sqlite import BlockingConnection  # noqa: PLC0415 - the asyncio store's
-
-    return BlockingConnection(driver)
-
-
-def _write_sqlite(conn: Connection, p: Plan) -> bool:
-    now = _datetime_processor(conn.dialect)(p.now)
-    driver = _sqlite_driver(conn)
+def _sqlite_writes(p: Plan, now: Any) -> SqliteWrites:
     columns, params = _guard_params(p, now)
-    if driver.execute(_guard(columns, ":{}"), params).rowcount != 1:
-        return False
     log = [{**row, "recorded_at": now} for row in p.log]
-    try:
-        _sqlite_insert_rows(driver, events, log)
-    except sqlite3.IntegrityError:
-        return False
-    _sqlite_insert_rows(driver, view_entries, _entry_rows(p))
-    # Close before opening: a position closed and opened again in one batch has both rows.
-    closed = _closed_index_rows(p)
-    if closed:
-        driver.executemany(_SQLITE_CLOSE_INDEX, closed)
-    _sqlite_insert_rows(driver, manipulation_indices, _index_rows(p))
-    return True
+    then = [
+        _sqlite_rows(view_entries, _entry_rows(p)),
+        # Close before opening: a position closed and opened again in one batch has both rows.
+        (_SQLITE_CLOSE_INDEX, _closed_index_rows(p)),
+        _sqlite_rows(manipulation_indices, _index_rows(p)),
+    ]
+    return SqliteWrites(
+        guard=(_guard(columns, ":{}"), params),
+        log=_sqlite_rows(events, log),
+        then=[(statement, params_) for statement, params_ in then if params_],
+    )
 
 
-def _sqlite_insert_rows(driver: Any, table: Table, table_rows: list[dict[str, Any]]) -> None:
-    if table_rows:
-        driver.executemany(_sqlite_insert(table, tuple(table_rows[0])), table_rows)
+def _sqlite_rows(
+    table: Table, table_rows: list[dict[str, Any]]
+) -> tuple[str, list[dict[str, Any]]]:
+    if not table_rows:
+        return "", []
+    return _sqlite_insert(table, tuple(table_rows[0])), table_rows
