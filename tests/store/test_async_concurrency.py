@@ -75,8 +75,9 @@ def test_200_tasks_append_to_20_conversations_each_event_once(db_url: str) -> No
 
 
 #: Rounds of the cancellation test, each with its own seed. Before the store ran its calls in
-#: tasks of their own (viewstore/aio/calls.py), about two rounds in a hundred left SQLite's write
-#: lock held by a pooled connection and the loop waiting for good; a round takes about a second.
+#: tasks of their own (viewstore/aio/calls.py), a like run hung in 3 of about 130 tries: a pooled
+#: connection kept SQLite's write lock and the loop waited for good (docs/asyncio.md). A round
+#: takes about a second.
 ROUNDS = 6
 #: A round that has not ended by then has hung: fail, rather than hang the suite.
 ROUND_TIMEOUT = 120.0
