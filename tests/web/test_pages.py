@@ -10,6 +10,7 @@ from starlette.testclient import TestClient
 
 from viewstore import EventStore
 from viewstore.store.adapters.source_info import SourceInfo
+from viewstore.store.read.catalogue import CatalogueCount
 from viewstore.web import create_app, details
 from viewstore.web.details import SORTS
 
@@ -409,9 +410,20 @@ def test_the_header_shows_an_estimate_above_the_limit(
         assert "(1)" in client.get("/", params={"q": "two-ranges"}).text
 
 
-def test_sqlite_counts_exactly(sqlite_url: str) -> None:
+def test_sqlite_counts_up_to_the_limit_then_estimates_from_above(sqlite_url: str) -> None:
+    """SQLite counts at most ``exact_up_to + 1`` rows; above the limit the header gets the
+    largest rowid, never below the count (after an erasure too); a filtered count is exact."""
     with EventStore(sqlite_url) as store:
         store.create_schema()
-        store.append("c", [{"kind": "MessageEvent", "id": "m"}])
-        counted = store.conversation_count_estimate(exact_up_to=0)
-        assert counted.exact and counted.count == 1
+        for n in range(5):
+            store.append(f"c{n}", [{"kind": "MessageEvent", "id": "m"}])
+        assert store.conversation_count_estimate(exact_up_to=5) == CatalogueCount(5, True)
+        assert store.conversation_count_estimate(exact_up_to=4) == CatalogueCount(5, False)
+        store.erase("c4", reason="test")
+        store.erase("c1", reason="test")
+        left = store.conversation_count()
+        rough = store.conversation_count_estimate(exact_up_to=0)
+        assert not rough.exact and left <= rough.count <= 5
+        assert store.conversation_count_estimate(exact_up_to=left) == CatalogueCount(left, True)
+        found = store.conversation_count_estimate(search="c3", exact_up_to=0)
+        assert found == CatalogueCount(1, True)

@@ -135,7 +135,8 @@ class Browsing(StoreCore):
         """How many conversations match, cheaply on a large store (the viewer's header):
         ``CatalogueCount(count, exact)``. On PostgreSQL, where a count reads every matching
         row, the planner's estimate (``exact=False``) when it is above ``exact_up_to``, else
-        the count; on SQLite always the count (cheap there)."""
+        the count; on SQLite, unfiltered, its largest rowid above ``exact_up_to`` (an upper
+        bound, exact until conversations are deleted), and a filtered count otherwise."""
         check_options(search=search, updated_since=updated_since, min_view_length=min_view_length)
         with self._read() as conn:
             return estimate_catalogue(

@@ -297,12 +297,19 @@ def estimate_catalogue(
 ) -> CatalogueCount:
     """A count where one is cheap, the planner's estimate where it would not be.
 
-    SQLite counts (its count of the catalogue reads the smallest index: 0.16 ms at 50,000
-    conversations). PostgreSQL's count reads every matching row (or index entry), so there
-    the planner's row estimate of the same filtered query is asked first (``EXPLAIN``: the
-    table's statistics scaled to its current size, the filters' selectivities; no row is
-    read); only at or below ``exact_up_to`` is the count made. A plan the server does not
-    estimate itself (Citus's distributed scan) is counted."""
+    PostgreSQL's count reads every matching row (or index entry), so there the planner's row
+    estimate of the same filtered query is asked first (``EXPLAIN``: the table's statistics
+    scaled to its current size, the filters' selectivities; no row is read); only at or below
+    ``exact_up_to`` is the count made. A plan the server does not estimate itself (Citus's
+    distributed scan) is counted. SQLite keeps no row count and its count reads the smallest
+    index whole (37 ms at 300,000 conversations, cold): unfiltered, it counts at most
+    ``exact_up_to + 1`` rows, and above that answers the largest rowid, the number of
+    catalogue rows ever inserted less those deleted from its top (``_sqlite_estimate``).
+    A filtered count on SQLite is exact and may grow with the store."""
+    if conn.dialect.name == "sqlite" and not (
+        search or updated_since is not None or min_view_length is not None
+    ):
+        return _sqlite_estimate(conn, exact_up_to)
     if conn.dialect.name == "postgresql":
         whole = select(conversations.c.id)
         query = _filtered(conn, whole, search, updated_since, min_view_length)
@@ -317,6 +324,18 @@ def estimate_catalogue(
         conn, search=search, updated_since=updated_since, min_view_length=min_view_length
     )
     return CatalogueCount(count=counted, exact=True)
+
+
+def _sqlite_estimate(conn: Connection, exact_up_to: int) -> CatalogueCount:
+    # SQLite gives a new row the largest rowid plus one, so the largest rowid is an upper bound
+    # of the rows there: exact until a row is deleted (a prune, a rebuild), then too high by
+    # the deleted rows below it. One B-tree descent, like the first row of a page.
+    head = select(conversations.c.id).limit(exact_up_to + 1).subquery()
+    seen = conn.execute(select(func.count()).select_from(head)).scalar_one()
+    if seen <= exact_up_to:
+        return CatalogueCount(count=seen, exact=True)
+    top = conn.execute(text("SELECT max(rowid) FROM conversations")).scalar_one()
+    return CatalogueCount(count=max(seen, int(top or 0)), exact=False)
 
 
 def read_catalogue(
