@@ -300,3 +300,25 @@ def test_stats_fast_estimates_a_large_postgresql_store(db_url: str) -> None:
     lines = run("stats", "--fast", url=db_url).stdout.splitlines()
     assert lines[0].split()[:2] == ["conversations:", "about"]
     assert lines[1].split() == ["events:", "17"]
+
+
+def test_stats_fast_bounds_a_large_sqlite_store(sqlite_url: str) -> None:
+    """Above 10,000 rows SQLite's --fast gives the largest rowid, an upper bound (exact with
+    nothing deleted), and says it is not a count."""
+    _store(sqlite_url)
+    with EventStore(sqlite_url) as store, store.engine.begin() as conn:
+        conn.execute(
+            text(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 30000) "
+                "INSERT INTO conversations (id, created_at, updated_at, version, "
+                "unhandled_request, view_length, pending_tool_calls, in_tool_loop, "
+                "last_is_action, last_hash) SELECT 'bulk-' || i, '2026-01-01 00:00:00', "
+                "'2026-01-01 00:00:00', 0, 0, 0, '[]', 0, 0, 'h' FROM n"
+            )
+        )
+    fast = json.loads(run("stats", "--fast", "--json", url=sqlite_url).stdout)
+    assert fast["exact"] == {"conversations": False, "events": True, "condensations": True}
+    assert fast["conversations"] == 30_002
+    assert fast["events"] == 16 + 1
+    lines = run("stats", "--fast", url=sqlite_url).stdout.splitlines()
+    assert lines[0].split()[:2] == ["conversations:", "about"]

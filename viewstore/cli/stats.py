@@ -5,7 +5,8 @@ conversation: its cost grows with the store (docs/operations.md has the figures)
 (:func:`fast_stats`) reads no table where counting is dear: on PostgreSQL each table's row
 count is the statistics collector's live-row count (else the planner's estimate) where that
 is above 10,000, else a count (Citus's plans carry no estimate: a count there); on SQLite it
-counts (each count reads the table's smallest index).
+counts up to 10,000 rows and above that gives the table's largest rowid, an upper bound that
+is exact until rows are deleted (``catalogue.sqlite_rows``).
 Neither the view sizes nor the events per kind are given (None).
 """
 
@@ -18,7 +19,12 @@ from sqlalchemy import Connection, Table, func, select
 from viewstore.store import EventStore
 from viewstore.store.database.schema import condensations, conversations, events, view_entries
 from viewstore.store.database.translate import translated
-from viewstore.store.read.catalogue import EXACT_COUNT_LIMIT, live_rows, planned_rows
+from viewstore.store.read.catalogue import (
+    EXACT_COUNT_LIMIT,
+    live_rows,
+    planned_rows,
+    sqlite_rows,
+)
 
 
 def collect_stats(store: EventStore) -> dict[str, Any]:
@@ -64,6 +70,9 @@ def _rows(conn: Connection, table: Table) -> tuple[int, bool]:
         estimate = planned if planned is None else live_rows(conn, table.name) or planned
         if estimate is not None and estimate > EXACT_COUNT_LIMIT:
             return estimate, False
+    if conn.dialect.name == "sqlite":
+        bounded = sqlite_rows(conn, table, EXACT_COUNT_LIMIT)
+        return bounded.count, bounded.exact
     return int(conn.execute(select(func.count()).select_from(table)).scalar() or 0), True
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from sqlalchemy import Connection, and_, func, select, text, tuple_
+from sqlalchemy import Connection, Table, and_, func, literal_column, select, text, tuple_
 
 from viewstore.errors import InvalidArgumentError
 from viewstore.store.database.schema import conversation_sources, conversations, events
@@ -327,14 +327,21 @@ def estimate_catalogue(
 
 
 def _sqlite_estimate(conn: Connection, exact_up_to: int) -> CatalogueCount:
-    # SQLite gives a new row the largest rowid plus one, so the largest rowid is an upper bound
-    # of the rows there: exact until a row is deleted (a prune, a rebuild), then too high by
-    # the deleted rows below it. One B-tree descent, like the first row of a page.
-    head = select(conversations.c.id).limit(exact_up_to + 1).subquery()
+    return sqlite_rows(conn, conversations, exact_up_to)
+
+
+def sqlite_rows(conn: Connection, table: Table, exact_up_to: int) -> CatalogueCount:
+    """A SQLite table's rows: counted up to ``exact_up_to``, else bounded from above.
+
+    SQLite gives a new row the largest rowid plus one, so the largest rowid is an upper bound
+    of the rows there: exact until a row is deleted (a prune, an erasure), then too high by
+    the deleted rows below it. One B-tree descent, where a count reads the table's smallest
+    index whole."""
+    head = select(literal_column("1")).select_from(table).limit(exact_up_to + 1).subquery()
     seen = conn.execute(select(func.count()).select_from(head)).scalar_one()
     if seen <= exact_up_to:
         return CatalogueCount(count=seen, exact=True)
-    top = conn.execute(text("SELECT max(rowid) FROM conversations")).scalar_one()
+    top = conn.execute(select(func.max(literal_column("rowid"))).select_from(table)).scalar()
     return CatalogueCount(count=max(seen, int(top or 0)), exact=False)
 
 
