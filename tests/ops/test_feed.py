@@ -9,6 +9,7 @@ it does, while ``store.feed`` misses none.
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import time
 from collections import defaultdict
 from typing import Any
@@ -164,3 +165,49 @@ def test_feed_cursor_paging_and_validation(db_url: str) -> None:
         for limit in [0, -1, True, "10", 100_001, 2.0]:
             with pytest.raises(InvalidArgumentError, match="limit"):
                 store.feed(limit=limit)  # type: ignore[arg-type]
+
+
+CROWD = 20  # threads
+CROWD_APPENDS = 12  # per thread
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_a_crowd_on_two_conversations_reaches_the_feed_in_seq_order(
+    db_url: str, round_: int
+) -> None:
+    """Twenty threads append one event at a time to the same two conversations, so most
+    appends lose the fast path's guard and queue for the row lock. On PostgreSQL a queued
+    writer got its transaction id while waiting, and one that others overtook then committed
+    its seq under a lower id than theirs, so the feed gave seq 12 before 10 and 11. Before the
+    ordinary path checked for that (rows.check_not_overtaken), every PostgreSQL case here failed.
+    Each conversation's events must come out in seq order."""
+    conversations = [f"crowd-{round_}-{n}" for n in range(2)]
+    errors: list[BaseException] = []
+    with EventStore(db_url) as store:
+        store.create_schema()
+
+        def worker(number: int) -> None:
+            try:
+                for step in range(CROWD_APPENDS):
+                    conversation = conversations[(number + step) % 2]
+                    store.append(conversation, [message(f"w{number}-{step}")])
+            except BaseException as error:
+                errors.append(error)
+
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(CROWD)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert not errors, errors[:3]
+        seqs: dict[str, list[int]] = defaultdict(list)
+        cursor = None
+        while page := store.feed(cursor, limit=97):
+            for entry in page:
+                if entry.conversation_id in conversations:
+                    seqs[entry.conversation_id].append(entry.seq)
+            cursor = page[-1].cursor
+        for conversation in conversations:
+            assert seqs[conversation] == list(range(1, CROWD * CROWD_APPENDS // 2 + 1)), (
+                conversation
+            )

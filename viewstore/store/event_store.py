@@ -63,6 +63,9 @@ logger = logging.getLogger("viewstore.store")
 #: Crash-point injection for tests (tests/ops): when set, called inside every append's
 #: transaction with "after_events", "after_view_rows" and "before_commit". None in production.
 append_hook: Callable[[str], None] | None = None
+#: How many times an overtaken ordinary append is run again (rows.check_not_overtaken). The last
+#: run does not check: rows restored or moved from elsewhere may carry another server's ids.
+OVERTAKEN_RETRIES = 3
 
 
 def _at(point: str) -> None:
@@ -112,8 +115,15 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods, Sourc
         fast = self._fast_append(key, batch, expected_version)
         if fast is not None:
             return fast
-        with self._write() as conn:
-            result, tail = self._append(conn, key, batch, expected_version)
+        for attempt in range(OVERTAKEN_RETRIES + 1):
+            try:
+                with self._write() as conn:
+                    result, tail = self._append(
+                        conn, key, batch, expected_version, in_order=attempt < OVERTAKEN_RETRIES
+                    )
+                break
+            except rows.Overtaken:
+                logger.debug("append to %r overtaken while it waited for the lock: run again", key)
         if tail is not None:  # committed: the next append here may take the fast path
             self._tails.put(key, tail)
         return result
@@ -186,8 +196,16 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods, Sourc
         return written
 
     def _append(
-        self, conn: Connection, key: str, batch: list[Event], expected: int | None
+        self,
+        conn: Connection,
+        key: str,
+        batch: list[Event],
+        expected: int | None,
+        *,
+        in_order: bool = False,
     ) -> tuple[AppendResult, fast_path.Tail | None]:
+        """The ordinary path in ``conn``'s transaction; with ``in_order``, it raises
+        ``rows.Overtaken`` where its events would reach the feed before earlier ones."""
         now = datetime.now(UTC)
         row, maybe_stored = rows.lock_for_append(conn, key, [e.id for e in batch])
         if row is None and not batch:
@@ -234,7 +252,7 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods, Sourc
         state = tail.state
         numbered = list(enumerate(fresh, start=version + 1))
         log, last_hash = rows.log_rows(key, numbered, row.last_hash, now, self._chain_key)
-        rows.insert_events(conn, log)
+        rows.insert_events(conn, log, in_order=in_order)
         _at("after_events")
         projection = self._project(conn, key, state, numbered)
         rows.write_projection(conn, key, projection)

@@ -17,6 +17,7 @@ from sqlalchemy import (
     insert,
     or_,
     select,
+    text,
     update,
 )
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -260,17 +261,51 @@ def log_rows(
     return out, last_hash
 
 
-def insert_events(conn: Connection, rows: list[dict[str, Any]]) -> None:
+def insert_events(conn: Connection, rows: list[dict[str, Any]], *, in_order: bool = False) -> None:
     """Insert log rows; the database assigns each its change-feed ``position`` (and ``txid``).
 
     PostgreSQL fills both from column defaults set by the migration: a sequence (no lock;
     gaps from rolled-back transactions are harmless) and the writing transaction's id, which
     lets the feed wait for slower transactions. On SQLite, the single writer under
     BEGIN IMMEDIATE makes ``max(position) + 1`` safe, row by row, and commit order is position
-    order; ``txid`` is 0 there.
+    order; ``txid`` is 0 there. ``in_order``: ``check_not_overtaken`` after the insert.
     """
     postgres = conn.dialect.name == "postgresql"
     conn.execute(_INSERT_EVENTS if postgres else _INSERT_EVENTS_SQLITE, rows)
+    if in_order and rows:
+        check_not_overtaken(conn, rows[0]["conversation_id"], rows[0]["seq"])
+
+
+class Overtaken(Exception):
+    """The append's transaction id is below that of the conversation's event before it: the
+    feed, which hands events out in ``(txid, position)`` order, would give them before that
+    earlier seq. ``EventStore.append`` rolls back and runs the append again."""
+
+
+# Both copies of ``events`` name the conversation, so a sharded server routes it to one shard.
+_OVERTAKEN = text(
+    "SELECT 1 FROM events e JOIN events p ON p.conversation_id = e.conversation_id "
+    "AND p.seq = e.seq - 1 WHERE e.conversation_id = :conversation_id "
+    "AND p.conversation_id = :conversation_id AND e.seq = :seq AND p.txid > e.txid"
+)
+
+
+def check_not_overtaken(conn: Connection, conversation_id: str, first_seq: int) -> None:
+    """Raise ``Overtaken`` if the events just inserted from ``first_seq`` on carry a txid below
+    their predecessor's (PostgreSQL; SQLite's txid is always 0).
+
+    PostgreSQL gives a transaction its id when it first locks or writes a row, and the
+    ordinary path's ``SELECT ... FOR UPDATE`` takes the id while it still waits for the
+    conversation's row: writers that queued later but got the lock first then commit later
+    seqs under higher ids, and the feed would hand this append's events out before theirs
+    (seen with 20 threads on 2 conversations, on PostgreSQL and on Citus). Run again in a new
+    transaction, the append gets an id above every committed one. The fast path and the
+    server-side append write only after their guard wins the row, so they never need this."""
+    if conn.dialect.name != "postgresql" or first_seq <= 1:
+        return
+    found = conn.execute(_OVERTAKEN, {"conversation_id": conversation_id, "seq": first_seq})
+    if found.first() is not None:
+        raise Overtaken(conversation_id)
 
 
 def without_nul(value: str | None) -> str | None:
