@@ -304,12 +304,12 @@ def estimate_catalogue(
     distributed scan) is counted. SQLite keeps no row count and its count reads the smallest
     index whole (37 ms at 300,000 conversations, cold): unfiltered, it counts at most
     ``exact_up_to + 1`` rows, and above that answers the largest rowid, the number of
-    catalogue rows ever inserted less those deleted from its top (``_sqlite_estimate``).
+    catalogue rows ever inserted less those deleted from its top (``sqlite_rows``).
     A filtered count on SQLite is exact and may grow with the store."""
     if conn.dialect.name == "sqlite" and not (
         search or updated_since is not None or min_view_length is not None
     ):
-        return _sqlite_estimate(conn, exact_up_to)
+        return sqlite_rows(conn, conversations, exact_up_to)
     if conn.dialect.name == "postgresql":
         whole = select(conversations.c.id)
         query = _filtered(conn, whole, search, updated_since, min_view_length)
@@ -324,10 +324,6 @@ def estimate_catalogue(
         conn, search=search, updated_since=updated_since, min_view_length=min_view_length
     )
     return CatalogueCount(count=counted, exact=True)
-
-
-def _sqlite_estimate(conn: Connection, exact_up_to: int) -> CatalogueCount:
-    return sqlite_rows(conn, conversations, exact_up_to)
 
 
 def sqlite_rows(conn: Connection, table: Table, exact_up_to: int) -> CatalogueCount:
