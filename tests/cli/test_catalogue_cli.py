@@ -231,14 +231,23 @@ def test_feed_follow_wakes_on_a_commit_and_ctrl_c_exits_quietly(db_url: str) -> 
     on stderr."""
     _store(db_url)
     postgres = db_url.startswith("postgresql")
-    follower = subprocess.Popen(
-        [str(SCRIPT), "--url", db_url, "feed", "--follow",
-         "--interval", "30" if postgres else "0.1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=clean_env(),
-    )  # fmt: skip
+    # As from a terminal: a shell that runs this suite in the background (a CI script's `&`)
+    # starts it with SIGINT ignored, and a child inherits an ignored signal, not a handled one.
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        follower = subprocess.Popen(
+            [str(SCRIPT), "--url", db_url, "feed", "--follow",
+             "--interval", "30" if postgres else "0.1"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=clean_env(),
+        )  # fmt: skip
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         assert follower.stdout is not None
         lines: queue.Queue[str] = queue.Queue()

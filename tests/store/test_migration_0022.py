@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,9 @@ def test_a_killed_migration_finishes_when_run_again(tmp_path: Path) -> None:
             [sys.executable, "-c", _MIGRATE.format(url=url)], env=env, cwd=tmp_path
         )
         count = text("SELECT count(*) FROM view_entries WHERE NOT is_summary AND payload IS NULL")
+        meanwhile = threading.Thread(
+            target=migrated.append, args=("long", [U("meanwhile")]), daemon=True
+        )
         try:
             dropped = 0
             deadline = time.monotonic() + 120
@@ -161,11 +165,16 @@ def test_a_killed_migration_finishes_when_run_again(tmp_path: Path) -> None:
                 with migrated.engine.connect() as conn:
                     dropped = conn.execute(count).scalar_one()
             assert process.poll() is None, "the migration ended before it could be killed"
-            # Appends go on while it runs: this one waits at most for one batch.
-            migrated.append("long", [U("meanwhile")])
+            # Appends go on while it runs. This one is sent now and the migration killed without
+            # waiting for it: under load, SQLite's busy handler can keep a writer waiting
+            # through many batches, and a kill after it could find the migration done.
+            meanwhile.start()
+            time.sleep(0.05)
             process.send_signal(signal.SIGKILL)
         finally:
             process.wait()
+        meanwhile.join(timeout=60)
+        assert not meanwhile.is_alive()
         with migrated.engine.connect() as conn:
             left = conn.execute(
                 text(
