@@ -189,31 +189,47 @@ def test_feed_prints_the_change_feed_and_goes_on_from_a_cursor(sqlite_url: str) 
     assert "malformed feed cursor" in error_line(bad)
 
 
+def _follow(url: str, *args: str) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
+    """``viewstore feed --follow ARGS`` in a process of its own, and the lines it prints, read
+    in a thread so that a silent follower fails a test instead of hanging it. The process
+    takes SIGINT as from a terminal: a shell that runs this suite in the background (a CI
+    script's `&`) starts it with SIGINT ignored, and a child inherits an ignored signal, not a
+    handled one."""
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        follower = subprocess.Popen(
+            [str(SCRIPT), "--url", url, "feed", "--follow", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=clean_env(),
+        )
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+    lines: queue.Queue[str] = queue.Queue()
+    stream = follower.stdout
+    assert stream is not None
+
+    def read() -> None:
+        for line in stream:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    return follower, lines
+
+
 def test_feed_follow_prints_events_as_they_commit(sqlite_url: str) -> None:
     _store(sqlite_url)
     start = json.loads(run("feed", "--json", url=sqlite_url).stdout.splitlines()[-1])["cursor"]
-    follower = subprocess.Popen(
-        [str(SCRIPT), "--url", sqlite_url, "feed", "--follow", "--json", "--after", start,
-         "--interval", "0.1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=clean_env(),
-    )  # fmt: skip
+    follower, lines = _follow(sqlite_url, "--json", "--after", start, "--interval", "0.1")
     try:
         time.sleep(1.0)  # it is polling an unchanged feed now
         with EventStore(sqlite_url) as store:
             store.append("later", [{"kind": "MessageEvent", "id": "x1"}])
             store.append("later", [{"kind": "MessageEvent", "id": "x2"}])
-        assert follower.stdout is not None
-        lines: queue.Queue[str] = queue.Queue()
-        stream = follower.stdout
-
-        def read() -> None:  # in a thread, so a silent follower fails the test, not hangs it
-            for line in stream:
-                lines.put(line)
-
-        threading.Thread(target=read, daemon=True).start()
         got = [json.loads(lines.get(timeout=60)) for _ in range(2)]
         assert [(e["conversation_id"], e["event_id"]) for e in got] == [
             ("later", "x1"),
@@ -231,33 +247,8 @@ def test_feed_follow_wakes_on_a_commit_and_ctrl_c_exits_quietly(db_url: str) -> 
     on stderr."""
     _store(db_url)
     postgres = db_url.startswith("postgresql")
-    # As from a terminal: a shell that runs this suite in the background (a CI script's `&`)
-    # starts it with SIGINT ignored, and a child inherits an ignored signal, not a handled one.
-    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
-    if ignored:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    follower, lines = _follow(db_url, "--interval", "30" if postgres else "0.1")
     try:
-        follower = subprocess.Popen(
-            [str(SCRIPT), "--url", db_url, "feed", "--follow",
-             "--interval", "30" if postgres else "0.1"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=clean_env(),
-        )  # fmt: skip
-    finally:
-        if ignored:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        assert follower.stdout is not None
-        lines: queue.Queue[str] = queue.Queue()
-        stream = follower.stdout
-
-        def read() -> None:
-            for line in stream:
-                lines.put(line)
-
-        threading.Thread(target=read, daemon=True).start()
         for _ in range(17):  # what the store holds already (the --after test reads the same)
             lines.get(timeout=60)
         time.sleep(1.0)  # waiting now
