@@ -2,13 +2,26 @@
 same at every size (issue 27)?
 
     .venv/bin/python -m benchmarks.bench_scale --url URL [--stages 1000,10000,100000]
-        [--million] [--repeat N] [--output PATH]
+        [--million] [--repeat N] [--workers N] [--partitions N] [--no-vacuum] [--output PATH]
 
 Conversations of ten events each are appended through the public API as workers would (in
-transactions of ``--batch`` conversations, ``store.begin()``, to grow the store fast), up to
-each stage's count; at each stage every operation is run ``--repeat`` times and its median
-reported in milliseconds, then the ratio of the last stage's median to the first's (about 1:
-it does not grow with the store). ``--million`` adds a stage of 1,000,000 conversations.
+transactions of ``--batch`` conversations, ``store.begin()``, to grow the store fast; by
+``--workers`` processes at once, each its own share; ``--batch 1``: each conversation one
+plain ``append``, the fast path, which on PostgreSQL grows faster with several workers), up to
+each stage's count; at each stage
+every operation is run ``--repeat`` times and its median reported in milliseconds, then the
+ratio of the last stage's median to the first's (about 1: it does not grow with the store).
+``--million`` adds a stage of 1,000,000 conversations. ``--partitions N`` (PostgreSQL) makes
+the store hash-partitioned (``viewstore init --partitions N``).
+
+On PostgreSQL each stage's growth is followed by ``VACUUM (ANALYZE)`` of the store's tables,
+what autovacuum does to a table that grew this much on a server with the default settings
+(``--no-vacuum`` skips it: a server with autovacuum off then plans without statistics).
+
+The per-conversation operations are measured twice. "Cold": each call on a conversation picked
+at random, which on a store larger than memory is mostly read from disk. "Warm" (the
+``_warm`` rows): every call on one conversation, read once before; this is what the code costs
+once the conversation's pages are cached, the page cache's size aside.
 
 Operations: ``verify`` of one conversation; ``conversations(limit=50)`` by ``updated_at`` and
 by ``version``, descending; a keyset page 90% deep in the ``updated_at`` order (``after=``),
@@ -24,9 +37,12 @@ an append of one event to an existing conversation; ``view`` of one conversation
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import random
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,6 +51,7 @@ from starlette.testclient import TestClient
 
 from benchmarks.bench_store import fresh_events, median, save
 from viewstore import ConversationInfo, EventStore
+from viewstore.store.database import schema
 from viewstore.web import create_app
 
 DEFAULT_STAGES = "1000,10000,100000"
@@ -53,16 +70,63 @@ def _id_cursor(key: str) -> str:
     return ConversationInfo(key, now, now, 0, 0, False, None).cursor("id")
 
 
-def grow(
-    store: EventStore, start: int, stop: int, events: list[dict[str, Any]], batch: int
-) -> float:
-    """Append conversations ``start .. stop - 1``; seconds taken. Event ids are unique per
-    conversation only, so every conversation may carry the same ten events."""
+@dataclass(frozen=True)
+class Growth:
+    """How the store grows: its URL, each conversation's events (event ids are unique per
+    conversation only, so every conversation may carry the same ten), conversations per
+    transaction and processes."""
+
+    url: str
+    events: list[dict[str, Any]]
+    batch: int
+    workers: int
+
+
+def _grow_share(growth: Growth, start: int, stop: int) -> None:
+    """One worker's share of ``start .. stop - 1``: every ``workers``-th batch from ``start``."""
+    store = EventStore(growth.url)
+    step = growth.batch * growth.workers
+    try:
+        if growth.batch == 1:  # each conversation its own transaction, on the fast path
+            for i in range(start, stop, step):
+                store.append(_key(i), growth.events, expected_version=0)
+            return
+        for low in range(start, stop, step):
+            with store.begin() as conn:
+                for i in range(low, min(low + growth.batch, stop)):
+                    store.append(_key(i), growth.events, expected_version=0, connection=conn)
+    finally:
+        store.close()
+
+
+def grow(growth: Growth, start: int, stop: int) -> float:
+    """Append conversations ``start .. stop - 1`` by ``growth.workers`` processes; seconds."""
     began = time.perf_counter()
-    for low in range(start, stop, batch):
-        with store.begin() as conn:
-            for i in range(low, min(low + batch, stop)):
-                store.append(_key(i), events, expected_version=0, connection=conn)
+    if growth.workers == 1:
+        _grow_share(growth, start, stop)
+    else:
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(growth.workers, mp_context=context) as pool:
+            shares = [
+                pool.submit(_grow_share, growth, start + n * growth.batch, stop)
+                for n in range(growth.workers)
+            ]
+            for share in shares:
+                share.result()
+    return time.perf_counter() - began
+
+
+def vacuum(store: EventStore) -> float:
+    """``VACUUM (ANALYZE)`` of the store's tables on PostgreSQL; seconds taken (0 on SQLite)."""
+    if store.engine.dialect.name != "postgresql":
+        return 0.0
+    prefix = f'"{store.schema}".' if store.schema else ""
+    tables = ", ".join(f'{prefix}"{name}"' for name in schema.metadata.tables)
+    began = time.perf_counter()
+    with store.engine.connect() as conn:
+        conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql(
+            f"VACUUM (ANALYZE) {tables}"
+        )
     return time.perf_counter() - began
 
 
@@ -73,8 +137,10 @@ def operations(
     deep_cursor = deep.cursor("updated_at", descending=True)
     appended = iter(range(10**9))
 
-    def append_one() -> object:
-        key = _key(rng.randrange(size))
+    hot = _key(rng.randrange(size))  # the warm operations' conversation
+
+    def append_one(key: str | None = None) -> object:
+        key = key or _key(rng.randrange(size))
         n = next(appended)
         return store.append(key, [{"kind": "MessageEvent", "id": f"late-{size}-{n}"}])
 
@@ -86,6 +152,7 @@ def operations(
     deep_link = f"/?sort=updated&order=desc&after={deep_cursor}"
     return {
         "verify_one": lambda: store.verify(_key(rng.randrange(size))),
+        "verify_one_warm": lambda: store.verify(hot),
         "catalogue_updated_desc": lambda: store.conversations(
             order_by="updated_at", descending=True, limit=50
         ),
@@ -105,18 +172,33 @@ def operations(
         "viewer_next_page_deep": lambda: page(deep_link),
         "search": lambda: store.conversations(search=_key(rng.randrange(size))[-5:], limit=50),
         "append": append_one,
+        "append_warm": lambda: append_one(hot),
         "view": lambda: store.view(_key(rng.randrange(size))),
+        "view_warm": lambda: store.view(hot),
     }
 
 
-def measure(url: str, stages: list[int], repeat: int, batch: int, seed: int) -> dict[str, Any]:
+def measure(
+    url: str,
+    stages: list[int],
+    repeat: int,
+    batch: int,
+    seed: int,
+    *,
+    workers: int = 1,
+    partitions: int | None = None,
+    vacuum_after_growth: bool = True,
+) -> dict[str, Any]:
     rng = random.Random(seed)
     store = EventStore(url)
-    store.create_schema()
-    events = fresh_events(EVENTS, seed)
+    store.create_schema(partitions=partitions)
+    growth = Growth(url, fresh_events(EVENTS, seed), batch, workers)
     result: dict[str, Any] = {
         "backend": store.engine.dialect.name,
+        "partitions": partitions,
         "events_each": EVENTS,
+        "workers": workers,
+        "vacuum": vacuum_after_growth,
         "stages": [],
         "median_ms": {},
     }
@@ -125,12 +207,13 @@ def measure(url: str, stages: list[int], repeat: int, batch: int, seed: int) -> 
     try:
         for stage in stages:
             if before is None:  # the inactive scan's moment: after the first stage's first half
-                grow_s = grow(store, size, stage // 2, events, batch)
+                grow_s = grow(growth, size, stage // 2)
                 time.sleep(0.01)
                 before = datetime.now(UTC)
-                grow_s += grow(store, stage // 2, stage, events, batch)
+                grow_s += grow(growth, stage // 2, stage)
             else:
-                grow_s = grow(store, size, stage, events, batch)
+                grow_s = grow(growth, size, stage)
+            vacuum_s = vacuum(store) if vacuum_after_growth else 0.0
             size = stage
             medians = {}
             for name, fn in operations(store, size, before, rng, client).items():
@@ -143,10 +226,16 @@ def measure(url: str, stages: list[int], repeat: int, batch: int, seed: int) -> 
                 medians[name] = round(median(samples) * 1000, 2)
                 result["median_ms"].setdefault(name, []).append(medians[name])
             result["stages"].append(
-                {"conversations": stage, "grow_s": round(grow_s, 1), "median_ms": medians}
+                {
+                    "conversations": stage,
+                    "grow_s": round(grow_s, 1),
+                    "vacuum_s": round(vacuum_s, 3),
+                    "median_ms": medians,
+                }
             )
             print(
-                f"  {stage:>9,} conversations (grown in {grow_s:.1f} s): "
+                f"  {stage:>9,} conversations (grown in {grow_s:.1f} s, "
+                f"vacuumed in {vacuum_s:.1f} s): "
                 + ", ".join(f"{k} {v}" for k, v in medians.items()),
                 flush=True,
             )
@@ -162,8 +251,11 @@ def measure(url: str, stages: list[int], repeat: int, batch: int, seed: int) -> 
 
 def table(result: dict[str, Any]) -> str:
     sizes = [f"{stage['conversations']:,}" for stage in result["stages"]]
+    backend = result["backend"]
+    if result.get("partitions"):
+        backend += f", {result['partitions']} partitions"
     lines = [
-        f"| operation ({result['backend']}, ms) | " + " | ".join(sizes) + " | last/first |",
+        f"| operation ({backend}, ms) | " + " | ".join(sizes) + " | last/first |",
         "|---" * (len(sizes) + 2) + "|",
     ]
     for name, values in result["median_ms"].items():
@@ -182,8 +274,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--stages", default=DEFAULT_STAGES, help="conversation counts, ascending")
     parser.add_argument("--million", action="store_true", help="add a stage of 1,000,000")
     parser.add_argument("--repeat", type=int, default=15)
-    parser.add_argument("--batch", type=int, default=500, help="conversations per transaction")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=500,
+        help="conversations per transaction (1: each its own append, as a worker makes it)",
+    )
     parser.add_argument("--seed", type=int, default=27)
+    parser.add_argument("--workers", type=int, default=1, help="processes growing the store")
+    parser.add_argument("--partitions", type=int, help="PostgreSQL: hash partitions")
+    parser.add_argument(
+        "--no-vacuum", action="store_true", help="PostgreSQL: no VACUUM (ANALYZE) after growth"
+    )
     parser.add_argument("--output", type=Path)
     args = parser.parse_args(argv)
     stages = [int(value) for value in args.stages.split(",") if value.strip()]
@@ -192,7 +294,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not stages or stages != sorted(set(stages)) or stages[0] < 20:
         parser.error("--stages: ascending conversation counts, the first at least 20")
     print(f"scale: stages {', '.join(f'{s:,}' for s in stages)}", flush=True)
-    result = measure(args.url, stages, args.repeat, args.batch, args.seed)
+    if args.workers < 1:
+        parser.error("--workers: at least 1")
+    result = measure(
+        args.url,
+        stages,
+        args.repeat,
+        args.batch,
+        args.seed,
+        workers=args.workers,
+        partitions=args.partitions,
+        vacuum_after_growth=not args.no_vacuum,
+    )
     print(table(result), flush=True)
     save(args.output, result)
     return result

@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks import __main__ as bench
+from benchmarks import bench_scale
+from viewstore import EventStore
+from viewstore.store.database.partitions import partition_count
 
 
 def test_suite_runs_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -68,3 +71,32 @@ def test_suite_runs_on_postgres(pg_server_url: str, tmp_path: Path) -> None:
     for measure in ("follow", "polling_baseline"):
         assert follow[measure]["delivered"] == follow[measure]["events"] == 5
     assert follow["append"]["append_ms_trigger_on"] > 0
+
+
+@pytest.mark.postgres
+def test_scale_grows_a_partitioned_store_from_several_processes(fresh_pg_url: str) -> None:
+    """bench_scale's growth by two worker processes, each conversation its own fast-path
+    append, stores every conversation exactly once; the store is partitioned and vacuumed."""
+    result = bench_scale.main(
+        [
+            *("--url", fresh_pg_url, "--stages", "24,60", "--repeat", "1"),
+            *("--workers", "2", "--batch", "1", "--partitions", "3"),
+        ]
+    )
+    assert result["partitions"] == 3 and result["workers"] == 2 and result["vacuum"]
+    assert all(stage["vacuum_s"] > 0 for stage in result["stages"])
+    for name in ("verify_one_warm", "append_warm", "view_warm"):
+        assert len(result["median_ms"][name]) == 2
+    store = EventStore(fresh_pg_url)
+    try:
+        with store.engine.connect() as conn:
+            assert partition_count(conn) == 3
+        assert store.conversation_count() == 60
+        keys = [bench_scale._key(i) for i in range(60)]
+        assert {info.id for info in store.conversations(limit=100)} == set(keys)
+        assert all(store.version(key) >= bench_scale.EVENTS for key in keys)
+        report = store.verify()
+        assert report.ok, report.problems
+        assert len(report.conversations) == 60
+    finally:
+        store.close()
