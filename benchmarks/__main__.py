@@ -8,7 +8,8 @@ printed and written to ``benchmarks/results/`` (cli.json, view.json, store-sqlit
 store-postgresql.json, web-sqlite.json, web-postgresql.json, web-load-sqlite.json,
 web-load-postgresql.json, prune-sqlite.json,
 prune-postgresql.json, scale-sqlite.json, scale-postgresql.json, fork-sqlite.json,
-fork-postgresql.json, footprint-sqlite.json, footprint-postgresql.json, server-append.json,
+fork-postgresql.json, footprint-sqlite.json, footprint-postgresql.json,
+footprint-design-sqlite.json, footprint-design-postgresql.json, server-append.json,
 async-sqlite.json, async-postgresql.json, partitions.json, follow-sqlite.json,
 follow-postgresql.json, openhands-sqlite.json /
 openhands-postgresql.json where the OpenHands SDK is installed, and ingest.json where
@@ -35,6 +36,7 @@ from benchmarks import (
     bench_cli,
     bench_follow,
     bench_footprint,
+    bench_footprint_design,
     bench_fork,
     bench_partitions,
     bench_prune,
@@ -92,6 +94,7 @@ SCALE = ["--stages", "1000,10000", "--repeat", "10"]
 QUICK_SCALE = ["--stages", "30,90", "--repeat", "2"]
 QUICK_FORK = ["--events", "300", "--repeat", "1", "--blocks", "2"]
 QUICK_FOOTPRINT = ["--events", "400", "--repeat", "1"]
+QUICK_FOOTPRINT_DESIGN = ["--events", "400"]
 QUICK_SERVER_APPEND = ["--blocks", "3", "--block", "5"]
 QUICK_WEB_LOAD = ["--events", "300", "--clients", "4", "--seconds", "1", "--workers", "2"]
 QUICK_ASYNC = ["--conversations", "4", "--appends", "3", "--rounds", "2", "--pool", "4"]
@@ -178,6 +181,12 @@ def _sqlite(quick: bool, scratch: Path, results: Path) -> None:
         + ["--output", str(results / "footprint-sqlite.json")]
         + (QUICK_FOOTPRINT if quick else [])
     )
+    print("\n== bytes per conversation in a slimmer schema (a sizing study), SQLite", flush=True)
+    bench_footprint_design.main(
+        ["--url", f"sqlite:///{scratch / 'footprint-design.db'}"]
+        + ["--output", str(results / "footprint-design-sqlite.json")]
+        + (QUICK_FOOTPRINT_DESIGN if quick else [])
+    )
     print("\n== viewer pages, SQLite", flush=True)
     bench_web.main(["--url", f"sqlite:///{scratch / 'web.db'}", *web_args])
     print("\n== the viewer under load, SQLite", flush=True)
@@ -242,6 +251,12 @@ def _postgres(postgres_url: str, quick: bool, results: Path) -> None:
         bench_footprint.main(
             ["--url", url, "--output", str(results / "footprint-postgresql.json")]
             + (QUICK_FOOTPRINT if quick else [])
+        )
+    print("\n== bytes per conversation in a slimmer schema, PostgreSQL", flush=True)
+    with scratch_postgres(postgres_url) as url:
+        bench_footprint_design.main(
+            ["--url", url, "--output", str(results / "footprint-design-postgresql.json")]
+            + (QUICK_FOOTPRINT_DESIGN if quick else [])
         )
     print("\n== server-side append, PostgreSQL", flush=True)
     with scratch_postgres(postgres_url) as url:

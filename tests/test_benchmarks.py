@@ -38,6 +38,10 @@ def test_suite_runs_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert footprint[shape]["plain_bytes"] > 0
         assert footprint[shape]["tables"]["events"] > 0
     assert footprint["condensed"]["view_length"] < footprint["history"]["view_length"]
+    design = json.loads((tmp_path / "footprint-design-sqlite.json").read_text())
+    for shape in ("history", "condensed"):
+        assert design[shape]["rows"]["d_events"] == design[shape]["events"]
+        assert 0 < design[shape]["design_bytes_per_event"] < design[shape]["now_bytes_per_event"]
     scale = json.loads((tmp_path / "scale-sqlite.json").read_text())
     assert [stage["conversations"] for stage in scale["stages"]] == [30, 90]
     assert set(scale["ratio_last_first"]) >= {"verify_one", "keyset_page_deep", "view"}
@@ -63,6 +67,8 @@ def test_suite_runs_on_postgres(pg_server_url: str, tmp_path: Path) -> None:
     assert set(store["writers"]) >= {"1", "2", "4"}
     footprint = json.loads((tmp_path / "footprint-postgresql.json").read_text())
     assert footprint["history"]["tables"]["events"] > 0
+    design = json.loads((tmp_path / "footprint-design-postgresql.json").read_text())
+    assert design["condensed"]["rows"]["d_forgotten_spans"] > 0
     scale = json.loads((tmp_path / "scale-postgresql.json").read_text())
     assert scale["backend"] == "postgresql" and scale["median_ms"]["verify_one"][-1] > 0
     asynchronous = json.loads((tmp_path / "async-postgresql.json").read_text())
