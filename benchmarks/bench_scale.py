@@ -23,15 +23,18 @@ at random, which on a store larger than memory is mostly read from disk. "Warm" 
 ``_warm`` rows): every call on one conversation, read once before; this is what the code costs
 once the conversation's pages are cached, the page cache's size aside.
 
-Operations: ``verify`` of one conversation; ``conversations(limit=50)`` by ``updated_at`` and
-by ``version``, descending; a keyset page 90% deep in the ``updated_at`` order (``after=``),
-and the same page by ``offset`` for comparison (it reads every row it skips); the inactive
-scan (``inactive_conversations``, prune's); ``conversation_count()`` (a count: it may grow);
-``conversation_count_estimate()`` (the viewer's header: PostgreSQL's estimate above 10,000);
-the viewer's list page ``GET /`` and its next page 90% deep (``after=``), in-process through
-Starlette's TestClient; ``search``, a page of the conversations whose id contains five
-characters of one (a trigram index on PostgreSQL with pg_trgm, else every id: it may grow);
-an append of one event to an existing conversation; ``view`` of one conversation.
+Operations: ``verify`` of one conversation; ``conversations(limit=50)`` in every order
+(``updated_at`` both ways, ``version`` and ``view_length`` descending, ``id``, ``created_at``)
+and with each filter (``updated_since``, ``min_view_length``); a keyset page 90% deep in the
+``updated_at`` order (``after=``), and the same page by ``offset`` for comparison (it reads
+every row it skips); the inactive scan (``inactive_conversations``, prune's);
+``conversation_count()`` (a count: it may grow); ``conversation_count_estimate()`` (the
+viewer's header: an estimate above 10,000); a page of the change feed 90% deep (``after=``);
+the viewer's list page ``GET /``, its next page 90% deep (``after=``) and a conversation's page
+``GET /c/<id>``, in-process through Starlette's TestClient; ``search``, a page of the
+conversations whose id contains five characters of one (a trigram index on PostgreSQL with
+pg_trgm, else every id: it may grow); an append of one event to an existing conversation;
+``view`` of one conversation.
 """
 
 from __future__ import annotations
@@ -47,11 +50,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import text
 from starlette.testclient import TestClient
 
 from benchmarks.bench_store import fresh_events, median, save
 from viewstore import ConversationInfo, EventStore
 from viewstore.store.database import schema
+from viewstore.store.read.feed import encode_cursor
 from viewstore.web import create_app
 
 DEFAULT_STAGES = "1000,10000,100000"
@@ -130,50 +135,81 @@ def vacuum(store: EventStore) -> float:
     return time.perf_counter() - began
 
 
+def _feed_cursor(store: EventStore, key: str) -> str:
+    """The feed's cursor just before ``key``'s first event."""
+    with store.engine.connect() as conn:
+        txid, position = conn.execute(
+            text("SELECT txid, position FROM events WHERE conversation_id = :c AND seq = 1"),
+            {"c": key},
+        ).one()
+    return encode_cursor(txid, position - 1)
+
+
+def catalogue_operations(
+    store: EventStore, size: int, before: datetime, rng: random.Random
+) -> dict[str, Callable[[], object]]:
+    """The catalogue's pages, orders and filters, the inactive scan and the feed."""
+    deep = store.conversations(order_by="id", limit=1, after=_id_cursor(_key(size // 10)))[0]
+    deep_cursor = deep.cursor("updated_at", descending=True)
+    feed_cursor = _feed_cursor(store, _key(size * 9 // 10))
+
+    def catalogue(**options: Any) -> Callable[[], object]:
+        return lambda: store.conversations(limit=50, **options)
+
+    return {
+        "catalogue_updated_desc": catalogue(order_by="updated_at", descending=True),
+        "catalogue_version_desc": catalogue(order_by="version", descending=True),
+        "catalogue_id": catalogue(order_by="id"),
+        "catalogue_created_at": catalogue(order_by="created_at"),
+        "catalogue_updated_asc": catalogue(order_by="updated_at"),
+        "catalogue_view_length_desc": catalogue(order_by="view_length", descending=True),
+        "updated_since": catalogue(order_by="updated_at", updated_since=before),
+        "min_view_length": catalogue(order_by="view_length", min_view_length=EVENTS // 2),
+        "keyset_page_deep": catalogue(order_by="updated_at", descending=True, after=deep_cursor),
+        "offset_page_deep": catalogue(
+            order_by="updated_at", descending=True, offset=size * 9 // 10
+        ),
+        "inactive_conversations": lambda: store.inactive_conversations(before=before, limit=100),
+        "conversation_count": store.conversation_count,
+        "count_for_header": store.conversation_count_estimate,
+        "search": lambda: store.conversations(search=_key(rng.randrange(size))[-5:], limit=50),
+        "feed_page_deep": lambda: store.feed(after=feed_cursor, limit=100),
+    }
+
+
 def operations(
     store: EventStore, size: int, before: datetime, rng: random.Random, client: TestClient
 ) -> dict[str, Callable[[], object]]:
+    """Every operation timed at a stage: the catalogue's, the viewer's pages, and the
+    per-conversation ones, cold (a conversation picked at random) and warm (``hot``)."""
     deep = store.conversations(order_by="id", limit=1, after=_id_cursor(_key(size // 10)))[0]
-    deep_cursor = deep.cursor("updated_at", descending=True)
+    deep_link = f"/?sort=updated&order=desc&after={deep.cursor('updated_at', descending=True)}"
     appended = iter(range(10**9))
-
     hot = _key(rng.randrange(size))  # the warm operations' conversation
 
+    def pick() -> str:
+        return _key(rng.randrange(size))
+
     def append_one(key: str | None = None) -> object:
-        key = key or _key(rng.randrange(size))
         n = next(appended)
-        return store.append(key, [{"kind": "MessageEvent", "id": f"late-{size}-{n}"}])
+        return store.append(key or pick(), [{"kind": "MessageEvent", "id": f"late-{size}-{n}"}])
 
     def page(url: str) -> object:
         answer = client.get(url)
         assert answer.status_code == 200, answer.text[:200]
         return answer
 
-    deep_link = f"/?sort=updated&order=desc&after={deep_cursor}"
     return {
-        "verify_one": lambda: store.verify(_key(rng.randrange(size))),
+        "verify_one": lambda: store.verify(pick()),
         "verify_one_warm": lambda: store.verify(hot),
-        "catalogue_updated_desc": lambda: store.conversations(
-            order_by="updated_at", descending=True, limit=50
-        ),
-        "catalogue_version_desc": lambda: store.conversations(
-            order_by="version", descending=True, limit=50
-        ),
-        "keyset_page_deep": lambda: store.conversations(
-            order_by="updated_at", descending=True, limit=50, after=deep_cursor
-        ),
-        "offset_page_deep": lambda: store.conversations(
-            order_by="updated_at", descending=True, limit=50, offset=size * 9 // 10
-        ),
-        "inactive_conversations": lambda: store.inactive_conversations(before=before, limit=100),
-        "conversation_count": store.conversation_count,
-        "count_for_header": store.conversation_count_estimate,
+        **catalogue_operations(store, size, before, rng),
         "viewer_list_page": lambda: page("/"),
         "viewer_next_page_deep": lambda: page(deep_link),
-        "search": lambda: store.conversations(search=_key(rng.randrange(size))[-5:], limit=50),
+        "viewer_conversation_page": lambda: page(f"/c/{pick()}"),
+        "viewer_conversation_page_warm": lambda: page(f"/c/{hot}"),
         "append": append_one,
         "append_warm": lambda: append_one(hot),
-        "view": lambda: store.view(_key(rng.randrange(size))),
+        "view": lambda: store.view(pick()),
         "view_warm": lambda: store.view(hot),
     }
 
