@@ -175,6 +175,14 @@ def _view_seqs(store: EventStore, key: str, length: int) -> int:
     return max(1, version - length + 1)
 
 
+def shapes(count: int) -> dict[str, list[dict[str, Any]]]:
+    """The two streams measured: ``history`` (no condensation) and ``condensed``."""
+    return {
+        "history": generate(count, 11, condense=False, text_scale=TEXT_SCALE),
+        "condensed": generate(count, 12, condense=True, text_scale=TEXT_SCALE),
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     store = EventStore(args.url)
     store.create_schema()
@@ -185,11 +193,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
     }
-    shapes = {
-        "history": generate(args.events, 11, condense=False, text_scale=TEXT_SCALE),
-        "condensed": generate(args.events, 12, condense=True, text_scale=TEXT_SCALE),
-    }
-    for name, events in shapes.items():
+    for name, events in shapes(args.events).items():
         print(f"... {name}", file=sys.stderr, flush=True)
         results[name] = measure_shape(store, events, args.repeat)
     store.close()

@@ -41,10 +41,9 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, text
 
-from benchmarks.bench_footprint import BATCH, TARGET, TEXT_SCALE, added, plain_events, table_bytes
+from benchmarks.bench_footprint import BATCH, TARGET, added, plain_events, shapes, table_bytes
 from benchmarks.bench_footprint import _meta as plain_meta
 from benchmarks.bench_store import save
-from benchmarks.bench_view import generate
 from viewstore import EventStore
 
 _SQLITE = """
@@ -292,11 +291,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     plain_meta.create_all(store.engine)
     create_design(store.engine)
     results: dict[str, Any] = {"backend": store.engine.dialect.name, "target": TARGET}
-    shapes = {
-        "history": generate(args.events, 11, condense=False, text_scale=TEXT_SCALE),
-        "condensed": generate(args.events, 12, condense=True, text_scale=TEXT_SCALE),
-    }
-    for num, (name, events) in enumerate(shapes.items(), start=1):
+    for num, (name, events) in enumerate(shapes(args.events).items(), start=1):
         results[name] = measure_shape(store, events, num)
     store.close()
     return results
