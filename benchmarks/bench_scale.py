@@ -63,6 +63,9 @@ DEFAULT_STAGES = "1000,10000,100000"
 EVENTS = 10
 #: Operations whose cost may grow with the store (reported, not held to the target).
 GROWING = ("offset_page_deep", "conversation_count", "search")
+#: Operations whose write-ahead log volume is reported on PostgreSQL: a cold append dirties
+#: pages no append touched since the last checkpoint, each logged whole the first time.
+WAL_MEASURED = ("append", "append_warm")
 
 
 def _key(i: int) -> str:
@@ -119,6 +122,15 @@ def grow(growth: Growth, start: int, stop: int) -> float:
             for share in shares:
                 share.result()
     return time.perf_counter() - began
+
+
+def wal_position(store: EventStore) -> int | None:
+    """PostgreSQL's write-ahead log position in bytes (None on SQLite): what an append wrote
+    to the log, full-page images included, is the difference of two."""
+    if store.engine.dialect.name != "postgresql":
+        return None
+    with store.engine.connect() as conn:
+        return int(conn.exec_driver_sql("SELECT pg_current_wal_lsn() - '0/0'").scalar_one())
 
 
 def vacuum(store: EventStore) -> float:
@@ -237,6 +249,7 @@ def measure(
         "vacuum": vacuum_after_growth,
         "stages": [],
         "median_ms": {},
+        "wal_bytes_per_call": {},
     }
     size, before = 0, None
     client = TestClient(create_app(store))
@@ -255,12 +268,16 @@ def measure(
             for name, fn in operations(store, size, before, rng, client).items():
                 fn()  # warm: the first call pays for connections and plans
                 samples = []
+                wal = wal_position(store)
                 for _ in range(repeat):
                     start = time.perf_counter()
                     fn()
                     samples.append(time.perf_counter() - start)
                 medians[name] = round(median(samples) * 1000, 2)
                 result["median_ms"].setdefault(name, []).append(medians[name])
+                if name in WAL_MEASURED and wal is not None:
+                    written = (wal_position(store) or wal) - wal
+                    result["wal_bytes_per_call"].setdefault(name, []).append(written // repeat)
             result["stages"].append(
                 {
                     "conversations": stage,
@@ -300,6 +317,11 @@ def table(result: dict[str, Any]) -> str:
             f"| {name}{note} | "
             + " | ".join(f"{v}" for v in values)
             + f" | {result['ratio_last_first'][name]} |"
+        )
+    for name, values in result.get("wal_bytes_per_call", {}).items():
+        ratio = round(values[-1] / values[0], 2) if values[0] else None
+        lines.append(
+            f"| {name}: WAL bytes a call | " + " | ".join(f"{v}" for v in values) + f" | {ratio} |"
         )
     return "\n".join(lines)
 

@@ -93,6 +93,8 @@ def test_scale_grows_a_partitioned_store_from_several_processes(fresh_pg_url: st
     assert all(stage["vacuum_s"] > 0 for stage in result["stages"])
     for name in ("verify_one_warm", "append_warm", "view_warm"):
         assert len(result["median_ms"][name]) == 2
+    for name in ("append", "append_warm"):  # an append writes to PostgreSQL's log
+        assert [written > 0 for written in result["wal_bytes_per_call"][name]] == [True, True]
     store = EventStore(fresh_pg_url)
     try:
         with store.engine.connect() as conn:
