@@ -158,11 +158,10 @@ def _feed_cursor(store: EventStore, key: str) -> str:
 
 
 def catalogue_operations(
-    store: EventStore, size: int, before: datetime, rng: random.Random
+    store: EventStore, size: int, before: datetime, rng: random.Random, deep_cursor: str
 ) -> dict[str, Callable[[], object]]:
-    """The catalogue's pages, orders and filters, the inactive scan and the feed."""
-    deep = store.conversations(order_by="id", limit=1, after=_id_cursor(_key(size // 10)))[0]
-    deep_cursor = deep.cursor("updated_at", descending=True)
+    """The catalogue's pages, orders and filters, the inactive scan and the feed;
+    ``deep_cursor`` marks a row 90% deep in the ``updated_at`` order, descending."""
     feed_cursor = _feed_cursor(store, _key(size * 9 // 10))
 
     def catalogue(**options: Any) -> Callable[[], object]:
@@ -195,7 +194,8 @@ def operations(
     """Every operation timed at a stage: the catalogue's, the viewer's pages, and the
     per-conversation ones, cold (a conversation picked at random) and warm (``hot``)."""
     deep = store.conversations(order_by="id", limit=1, after=_id_cursor(_key(size // 10)))[0]
-    deep_link = f"/?sort=updated&order=desc&after={deep.cursor('updated_at', descending=True)}"
+    deep_cursor = deep.cursor("updated_at", descending=True)
+    deep_link = f"/?sort=updated&order=desc&after={deep_cursor}"
     appended = iter(range(10**9))
     hot = _key(rng.randrange(size))  # the warm operations' conversation
 
@@ -214,7 +214,7 @@ def operations(
     return {
         "verify_one": lambda: store.verify(pick()),
         "verify_one_warm": lambda: store.verify(hot),
-        **catalogue_operations(store, size, before, rng),
+        **catalogue_operations(store, size, before, rng, deep_cursor),
         "viewer_list_page": lambda: page("/"),
         "viewer_next_page_deep": lambda: page(deep_link),
         "viewer_conversation_page": lambda: page(f"/c/{pick()}"),
