@@ -50,7 +50,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import select
 from starlette.testclient import TestClient
 
 from benchmarks.bench_store import fresh_events, median, save
@@ -137,8 +137,8 @@ def vacuum(store: EventStore) -> float:
     """``VACUUM (ANALYZE)`` of the store's tables on PostgreSQL; seconds taken (0 on SQLite)."""
     if store.engine.dialect.name != "postgresql":
         return 0.0
-    prefix = f'"{store.schema}".' if store.schema else ""
-    tables = ", ".join(f'{prefix}"{name}"' for name in schema.metadata.tables)
+    # Unqualified: the store's connections have its schema alone on their search_path.
+    tables = ", ".join(f'"{name}"' for name in schema.metadata.tables)
     began = time.perf_counter()
     with store.engine.connect() as conn:
         conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql(
@@ -149,10 +149,10 @@ def vacuum(store: EventStore) -> float:
 
 def _feed_cursor(store: EventStore, key: str) -> str:
     """The feed's cursor just before ``key``'s first event."""
+    log = schema.events
     with store.engine.connect() as conn:
         txid, position = conn.execute(
-            text("SELECT txid, position FROM events WHERE conversation_id = :c AND seq = 1"),
-            {"c": key},
+            select(log.c.txid, log.c.position).where(log.c.conversation_id == key, log.c.seq == 1)
         ).one()
     return encode_cursor(txid, position - 1)
 
