@@ -30,8 +30,6 @@ table's ``toast_tuple_target`` (measured: a 600-byte payload is stored raw with 
 
 from __future__ import annotations
 
-import re
-
 import sqlalchemy as sa
 from alembic import op
 
@@ -153,29 +151,6 @@ def _has_holder(bind: sa.Connection) -> bool:
     return "holder" in {column["name"] for column in sa.inspect(bind).get_columns("view_entries")}
 
 
-def _sqlite_payload_not_null(bind: sa.Connection, *, not_null: bool) -> None:
-    """Add or drop ``NOT NULL`` on view_entries.payload in the table's stored text (SQLite's
-    documented way for a constraint change that leaves every stored byte as it is), and bump
-    the schema version so every connection reloads it."""
-    sql = bind.exec_driver_sql(
-        "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'view_entries'"
-    ).scalar_one()
-    wanted = "payload TEXT NOT NULL" if not_null else "payload TEXT"
-    changed = re.sub(r"payload TEXT( NOT NULL)?(?=,)", wanted, sql, count=1)
-    if changed == sql:
-        return
-    version = bind.exec_driver_sql("PRAGMA schema_version").scalar_one()
-    bind.exec_driver_sql("PRAGMA writable_schema = ON")
-    try:
-        bind.execute(
-            sa.text("UPDATE sqlite_schema SET sql = :s WHERE type = 'table' AND name = :n"),
-            {"s": changed, "n": "view_entries"},
-        )
-        bind.exec_driver_sql(f"PRAGMA schema_version = {int(version) + 1}")
-    finally:
-        bind.exec_driver_sql("PRAGMA writable_schema = OFF")
-
-
 def _postgres_log_storage(bind: sa.Connection, *, compressed: bool) -> None:
     """The log's payload compressed in its row (lz4 where the server has it), or as before."""
     lz4 = bind.execute(
@@ -195,11 +170,14 @@ def upgrade() -> None:
     if not _has_holder(bind):
         op.add_column("view_entries", sa.Column("holder", sa.String(255), nullable=True))
     if dialect == "sqlite":
-        _sqlite_payload_not_null(bind, not_null=False)
+        payload_once.sqlite_not_null(bind, "view_entries", "payload", not_null=False)
     else:
         op.alter_column("view_entries", "payload", existing_type=sa.Text(), nullable=True)
         _postgres_log_storage(bind, compressed=True)
     _replace_views(bind, _create_joined_views)
+    # Revision 0023's own DDL, here too: an append made while the batches below run comes from
+    # code that writes an event's row without an envelope (revision 0023).
+    payload_once.envelope_nullable(bind, nullable=True)
     if bind.execute(sa.text("SELECT 1 FROM view_entries LIMIT 1")).first() is None:
         return  # a new store: nothing to move, and the migration stays one transaction
     # Committed here: the DDL above, the revisions before. The batches below take the write
@@ -236,9 +214,13 @@ def downgrade() -> None:
     bind = op.get_bind()
     dialect = bind.dialect.name
     op.execute(_FILL)
+    # A store stopped during 0023's batches is stamped 0022, and may hold event rows without
+    # an envelope, which revisions before 0022 read.
+    payload_once.fill_envelopes(bind)
+    payload_once.envelope_nullable(bind, nullable=False)
     _replace_views(bind, _create_copy_views)
     if dialect == "sqlite":
-        _sqlite_payload_not_null(bind, not_null=True)
+        payload_once.sqlite_not_null(bind, "view_entries", "payload", not_null=True)
         op.execute("ALTER TABLE view_entries DROP COLUMN holder")
     else:
         op.alter_column("view_entries", "payload", existing_type=sa.Text(), nullable=False)

@@ -200,9 +200,17 @@ FORGED_COPY = (
     "payload = (SELECT replace(e.payload, 'done', 'rm -rf /') FROM events e "
     "WHERE e.conversation_id = view_entries.conversation_id AND e.seq = view_entries.seq)"
 )
+FORGED_ENVELOPE = '["MessageEvent","message","user",null,null,null,null,false]'
+#: The unit separator that starts an envelope's fields, in each backend's SQL.
+US = {"sqlite": "char(31)", "postgresql": "chr(31)"}
 COPY_TAMPERS = [
     ("payload", FORGED_COPY, "m1", "read"),
-    ("envelope", "envelope = replace(envelope, 'agent', 'user')", "m1", "read"),
+    # An event's row has no envelope (revision 0023): a read packs it from the columns. One
+    # written into it is read instead (a store migrating keeps its envelopes until they are
+    # NULLed), so verify compares it too; a summary's row keeps its own.
+    ("envelope", f"envelope = 'm1' || {{US}} || '{FORGED_ENVELOPE}'", "m1", "read"),
+    ("envelope", "envelope = replace(envelope, 'environment', 'user')", "c1-summary", "read"),
+    ("envelope", "envelope = NULL", "c1-summary", "read"),
     ("payload", "payload = replace(payload, 'what happened', 'nothing')", "c1-summary", "read"),
     ("source", "source = 'user'", "m1", "analysts"),
     ("timestamp", f"timestamp = '{TIMESTAMP}'", "m1", "analysts"),
@@ -227,6 +235,7 @@ def test_verify_finds_a_copy_that_differs_from_the_log(
     store.append(CID, rich_history())
     store.append("other", [S(), U("u1")])
     before, window = store.view(CID), attention_window(store)
+    assignment = assignment.replace("{US}", US[store.engine.dialect.name])
     with store.engine.begin() as conn:
         changed = conn.execute(
             text(
@@ -348,7 +357,7 @@ def test_sqlite_reads_the_current_view_off_its_partial_index(sqlite_url: str) ->
         store.append(CID, rich_history())
         with store.engine.connect() as conn:
             plan = conn.exec_driver_sql(
-                "EXPLAIN QUERY PLAN " + reads._VIEW_ENTRIES[False][0], {"c": CID}
+                "EXPLAIN QUERY PLAN " + reads._view_entries("sqlite", False)[0], {"c": CID}
             ).all()
         view_step, log_step = [row[-1] for row in plan]
         assert "USING INDEX ix_view_entries_current" in view_step, plan

@@ -407,7 +407,7 @@ def load_current_view(
 def load_all_entries(conn: Connection, conversation_id: str) -> list[tuple[ViewEntry, str]]:
     """Every entry the conversation ever had, complete as a read sees it (an event's payload
     and fields from the log its row names, a summary's from the row), each with its stored
-    envelope."""
+    envelope (None where a read packs it from the entry's fields)."""
     rows = conn.execute(
         select(*_VIEW_RULE_COLUMNS, *_COPY_COLUMNS)
         .where(view_entries.c.conversation_id == conversation_id)
@@ -471,7 +471,8 @@ def entry_params(
     conversation_id: str, entry: ViewEntry, holder: str | None = None
 ) -> dict[str, Any]:
     """One ``view_entries`` row, every column: the one definition both write paths use. An
-    event's payload and fields are the log's (not written here); a summary's are the row's.
+    event's payload and fields are the log's (not written here), and a read packs its envelope
+    from them (revision 0023); a summary's are the row's, its envelope too.
     ``holder``: the conversation whose log holds the event, if not ``conversation_id``."""
     if entry.payload is None:
         # Only entries loaded for a condensation lack their copies, and those are never new.
@@ -494,7 +495,7 @@ def entry_params(
         "timestamp": entry.timestamp if own else None,
         "parent_id": entry.parent_id if own else None,
         "is_summary": entry.is_summary,
-        "envelope": envelope(entry),
+        "envelope": envelope(entry) if own else None,
         "holder": holder,
     }
 

@@ -165,7 +165,14 @@ def _check_rows(
     wrong_rows, wrong_copies = _entry_differences(want_entries, have_entries)
     for entry, packed in loaded:
         want = want_entries.get(entry.order_key)
-        if want is not None and entry.order_key not in wrong_rows and packed != envelope(want):
+        if want is None or entry.order_key in wrong_rows:
+            continue
+        # A read packs an event's envelope from the fields compared above; one stored (a
+        # summary's, or one left while revision 0023 runs) is read as it is, so it must be
+        # exact, and a summary's must be there (packed, it would take its condensation's).
+        if (packed is None and want.is_summary) or (
+            packed is not None and packed != envelope(want)
+        ):
             wrong_copies.setdefault(entry.order_key, []).append("envelope")
     if wrong_rows:
         order_key = min(wrong_rows)

@@ -18,17 +18,23 @@ Both are idempotent: a migration killed half way is run again from the start, fi
 done so far done, and finishes. Space: PostgreSQL reuses what the NULLed copies held only once
 ``VACUUM`` has run (autovacuum will); ``VACUUM FULL`` gives it back to the system
 (docs/operations.md). SQLite reuses freed pages for new rows; ``VACUUM`` shrinks the file.
+
+Revision 0023 goes on the same way for the envelopes of event rows (``drop_envelopes``): a read
+packs the same text from the row's and the log's columns, so only a summary's row keeps its
+own.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import sqlalchemy as sa
 
 from viewstore.store.database import revisions
 from viewstore.store.read import lineage
+from viewstore.store.read.stored_events import packed_envelope
 
 #: View rows per transaction of ``drop_copies``; ``VIEWSTORE_MIGRATION_BATCH`` overrides it
 #: (tests kill a migration half way through with small batches).
@@ -48,6 +54,10 @@ _NEXT_KEY = (
 _DROP = (
     "UPDATE view_entries SET payload = NULL, source = NULL, timestamp = NULL, parent_id = NULL "
     f"WHERE {_AFTER} AND NOT is_summary AND payload IS NOT NULL"
+)
+_DROP_ENVELOPES = (
+    f"UPDATE view_entries SET envelope = NULL WHERE {_AFTER} AND NOT is_summary "
+    "AND envelope IS NOT NULL"
 )
 _UPTO = " AND (conversation_id < :d OR (conversation_id = :d AND order_key <= :l))"
 
@@ -72,16 +82,27 @@ def set_holders(conn: sa.Connection) -> int:
 def drop_copies(conn: sa.Connection, batch: int | None = None) -> int:
     """Set the copies of events in view rows to NULL, ``batch`` rows per transaction; returns
     the batches run."""
+    return _in_batches(conn, _DROP, batch)
+
+
+def drop_envelopes(conn: sa.Connection, batch: int | None = None) -> int:
+    """Set the envelopes of event rows to NULL (revision 0023), ``batch`` rows per transaction;
+    returns the batches run."""
+    return _in_batches(conn, _DROP_ENVELOPES, batch)
+
+
+def _in_batches(conn: sa.Connection, statement: str, batch: int | None) -> int:
+    """Run ``statement`` over the view rows in key order, ``batch`` rows per transaction."""
     size = batch or batch_size()
     after: dict[str, Any] = {"c": "", "k": ""}  # before every key: ids and keys are not empty
     batches = 0
     while True:
         found = conn.execute(sa.text(_NEXT_KEY), {**after, "n": size - 1}).first()
         if found is None:  # the last batch: whatever is left
-            conn.execute(sa.text(_DROP), after)
+            conn.execute(sa.text(statement), after)
             conn.commit()
             return batches + 1
-        conn.execute(sa.text(_DROP + _UPTO), {**after, "d": found[0], "l": found[1]})
+        conn.execute(sa.text(statement + _UPTO), {**after, "d": found[0], "l": found[1]})
         conn.commit()
         after = {"c": found[0], "k": found[1]}
         batches += 1
@@ -90,3 +111,54 @@ def drop_copies(conn: sa.Connection, batch: int | None = None) -> int:
 def relock(conn: sa.Connection) -> None:
     """Take the migration lock again for the rest of the upgrade (the batches committed it)."""
     revisions.migration_lock(conn)
+
+
+def sqlite_not_null(bind: sa.Connection, table: str, column: str, *, not_null: bool) -> None:
+    """Add or drop ``NOT NULL`` on a ``TEXT`` column in the table's stored text: SQLite cannot
+    alter a column's constraint, and its documented way for a change that leaves every stored
+    byte as it is, is to edit ``sqlite_schema`` under ``writable_schema``. The schema version is
+    bumped so every connection reloads it."""
+    sql = bind.exec_driver_sql(
+        "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?", (table,)
+    ).scalar_one()
+    wanted = f"{column} TEXT NOT NULL" if not_null else f"{column} TEXT"
+    changed = re.sub(rf"\b{column} TEXT( NOT NULL)?(?=,)", wanted, sql, count=1)
+    if changed == sql:
+        return
+    version = bind.exec_driver_sql("PRAGMA schema_version").scalar_one()
+    bind.exec_driver_sql("PRAGMA writable_schema = ON")
+    try:
+        bind.execute(
+            sa.text("UPDATE sqlite_schema SET sql = :s WHERE type = 'table' AND name = :n"),
+            {"s": changed, "n": table},
+        )
+        bind.exec_driver_sql(f"PRAGMA schema_version = {int(version) + 1}")
+    finally:
+        bind.exec_driver_sql("PRAGMA writable_schema = OFF")
+
+
+def envelope_nullable(bind: sa.Connection, *, nullable: bool) -> None:
+    """``view_entries.envelope`` may hold NULL (an event's row, revision 0023) or not. Instant
+    on both backends: no stored byte changes."""
+    if bind.dialect.name == "sqlite":
+        sqlite_not_null(bind, "view_entries", "envelope", not_null=not nullable)
+    else:
+        bind.exec_driver_sql(
+            "ALTER TABLE view_entries ALTER COLUMN envelope "
+            + ("DROP NOT NULL" if nullable else "SET NOT NULL")
+        )
+
+
+def fill_envelopes(bind: sa.Connection) -> None:
+    """Write back the envelope of every event row that has none, packed from its columns and
+    its log row's, as a read packs it (a downgrade past revision 0023)."""
+    packed = packed_envelope(bind.dialect.name, row="view_entries", log="e")
+    bind.exec_driver_sql(
+        f"""
+        UPDATE view_entries SET envelope = (
+            SELECT {packed} FROM events e
+            WHERE e.conversation_id = COALESCE(view_entries.holder, view_entries.conversation_id)
+            AND e.seq = view_entries.seq)
+        WHERE envelope IS NULL AND NOT is_summary
+        """
+    )

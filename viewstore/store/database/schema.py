@@ -189,10 +189,11 @@ view_entries = Table(
     Column("timestamp", String(64), nullable=True),
     Column("parent_id", ID, nullable=True),
     Column("is_summary", Boolean, nullable=False),
-    # The event id and the fields a read rebuilds the Event from, packed in one text: each result
-    # column costs a driver call per row, and a view read must stay close to a bare payload scan
-    # (viewstore.store.read.stored_events).
-    Column("envelope", Text, nullable=False),
+    # A summary's id and the fields a read rebuilds its Event from, packed in one text
+    # (viewstore.store.read.stored_events). NULL on an event's row: a read packs the same text
+    # from the row's columns and the log's, so the row stores no second copy of them (revision
+    # 0023; docs/schema.md).
+    Column("envelope", Text, nullable=True),
     # Where the event's row is, when not in this conversation's log: a fork's rows copied from
     # its source (their events are the source's, or an ancestor's); NULL otherwise.
     Column("holder", CONVERSATION_ID, nullable=True),

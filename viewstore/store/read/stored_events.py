@@ -2,7 +2,8 @@
 
 A view read fetches two columns per entry: the event's exact payload, and its *envelope*: the
 event id, then (after a U+001F, which no event id may contain) the fields the view logic reads
-as one JSON array. Not a column per field: through the SQLite driver each result column costs
+as one JSON array. A summary's row stores its envelope; for an event's row the read packs it in
+SQL from the row's and the log's columns (``packed_envelope``), so it is not stored twice. Not a column per field: through the SQLite driver each result column costs
 0.1 to 0.2 µs per row whatever it holds. Reading a 10,000-event view cost about 1.6x a bare
 ``SELECT payload`` of the same rows with the fields as columns of their own, 1.2x with only the
 id in a column of its own, and 1.1x packed as here.
@@ -33,8 +34,9 @@ _decode = json.JSONDecoder().raw_decode
 
 
 def envelope(entry: ViewEntry) -> str:
-    """The envelope column of a view row; ``event_from_row`` reads it back."""
-    fields = [
+    """The envelope of a view entry, as a read fetches it; ``event_from_row`` reads it back."""
+    return pack(
+        entry.id,
         entry.kind,
         entry.role.value,
         entry.source,
@@ -43,8 +45,39 @@ def envelope(entry: ViewEntry) -> str:
         entry.tool_call_id,
         entry.llm_response_id,
         entry.thinking,
-    ]
-    return entry.id + SEPARATOR + canonical_json(fields)
+    )
+
+
+def pack(event_id: str, *fields: Any) -> str:
+    """The event id and the fields (kind, role, source, timestamp, parent id, tool call id,
+    LLM response id, thinking) as one envelope text."""
+    return event_id + SEPARATOR + canonical_json(list(fields))
+
+
+# The envelope packed in SQL, from the columns of a view row (``row``) and of its event's log
+# row (``log``: source, timestamp and parent id, which an event's view row does not hold). Its
+# JSON may differ from ``pack``'s in spacing only; ``event_from_row`` reads either. A
+# PostgreSQL ``::`` cast would collide with the ``:name`` parameters, hence CAST.
+_PACKED_SQL = {
+    "sqlite": (
+        "{r}.event_id || char(31) || '[' || json_quote({r}.kind) || ',' || json_quote({r}.role)"
+        " || ',' || json_quote({e}.source) || ',' || json_quote({e}.timestamp) || ','"
+        " || json_quote({e}.parent_id) || ',' || json_quote({r}.tool_call_id) || ','"
+        " || json_quote({r}.llm_response_id) || ','"
+        " || CASE WHEN {r}.thinking THEN 'true' ELSE 'false' END || ']'"
+    ),
+    "postgresql": (
+        "{r}.event_id || chr(31) || CAST(json_build_array({r}.kind, {r}.role, {e}.source,"
+        " {e}.timestamp, {e}.parent_id, {r}.tool_call_id, {r}.llm_response_id, {r}.thinking)"
+        " AS text)"
+    ),
+}
+
+
+def packed_envelope(dialect: str, *, row: str, log: str) -> str:
+    """SQL: the envelope of an event's view row ``row``, whose event is the log's row ``log``
+    (revision 0023: the row stores none)."""
+    return _PACKED_SQL[dialect].format(r=row, e=log)
 
 
 def event_from_row(row: EventRow | Sequence[Any]) -> Event:
