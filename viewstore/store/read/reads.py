@@ -172,10 +172,9 @@ def _fork_entries(conn: Connection, sql: str, params: dict[str, Any]) -> Sequenc
             for seq, *fields in _fetch(conn, _LOGGED.format(listed), {"h": holder, **bound}):
                 logged[holder, seq] = fields
     entries = []
-    for packed, payload, seq, holder, event_id, kind, role, call, response, thinking in found:
+    for stored, payload, seq, holder, event_id, kind, role, call, response, thinking in found:
         log = logged.get((holder or params["c"], seq), (None, None, None, None))
-        if packed is None:
-            packed = pack(event_id, kind, role, *log[1:], call, response, bool(thinking))
+        packed = stored or pack(event_id, kind, role, *log[1:], call, response, bool(thinking))
         entries.append((packed, log[0] if payload is None else payload))
     return entries
 

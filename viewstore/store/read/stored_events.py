@@ -3,7 +3,8 @@
 A view read fetches two columns per entry: the event's exact payload, and its *envelope*: the
 event id, then (after a U+001F, which no event id may contain) the fields the view logic reads
 as one JSON array. A summary's row stores its envelope; for an event's row the read packs it in
-SQL from the row's and the log's columns (``packed_envelope``), so it is not stored twice. Not a column per field: through the SQLite driver each result column costs
+SQL from the row's and the log's columns (``packed_envelope``), so it is not stored twice. Not
+a column per field: through the SQLite driver each result column costs
 0.1 to 0.2 µs per row whatever it holds. Reading a 10,000-event view cost about 1.6x a bare
 ``SELECT payload`` of the same rows with the fields as columns of their own, 1.2x with only the
 id in a column of its own, and 1.1x packed as here.
