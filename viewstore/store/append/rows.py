@@ -34,7 +34,6 @@ from viewstore.store.database.schema import (
     view_entries,
 )
 from viewstore.store.read import lineage
-from viewstore.store.read.stored_events import envelope
 from viewstore.view import TrackerState
 
 K = TypeVar("K", str, int)
@@ -351,8 +350,7 @@ def insert_condensations(
 
 
 # A condensation reruns the view rules over the current entries and only ever closes them (new
-# rows come from events), so it loads neither the copies nor the envelope: on a long view they
-# are nearly all of the bytes.
+# rows come from events), so it loads no copies: on a long view they are most of the bytes.
 _VIEW_RULE_COLUMNS = tuple(
     view_entries.c[name]
     for name in (
@@ -363,8 +361,7 @@ _VIEW_RULE_COLUMNS = tuple(
 # What a row holds of its event: a summary's, or a copy a row of a store migrating to revision
 # 0022 still carries; the rest is read from the log (``_logged_fields``).
 _COPY_COLUMNS = tuple(
-    view_entries.c[name]
-    for name in ("payload", "source", "timestamp", "parent_id", "envelope", "holder")
+    view_entries.c[name] for name in ("payload", "source", "timestamp", "parent_id", "holder")
 )
 _FIELDS = ("payload", "source", "timestamp", "parent_id")
 
@@ -404,10 +401,9 @@ def load_current_view(
     return [_entry_from_row(row) for row in rows]
 
 
-def load_all_entries(conn: Connection, conversation_id: str) -> list[tuple[ViewEntry, str]]:
+def load_all_entries(conn: Connection, conversation_id: str) -> list[ViewEntry]:
     """Every entry the conversation ever had, complete as a read sees it (an event's payload
-    and fields from the log its row names, a summary's from the row), each with its stored
-    envelope (None where a read packs it from the entry's fields)."""
+    and fields from the log its row names, a summary's from the row)."""
     rows = conn.execute(
         select(*_VIEW_RULE_COLUMNS, *_COPY_COLUMNS)
         .where(view_entries.c.conversation_id == conversation_id)
@@ -422,7 +418,7 @@ def load_all_entries(conn: Connection, conversation_id: str) -> list[tuple[ViewE
             own = [
                 mine if mine is not None else theirs for mine, theirs in zip(own, log, strict=True)
             ]
-        found.append((_entry_from_row(row, **dict(zip(_FIELDS, own, strict=True))), row.envelope))
+        found.append(_entry_from_row(row, **dict(zip(_FIELDS, own, strict=True))))
     return found
 
 
@@ -471,8 +467,7 @@ def entry_params(
     conversation_id: str, entry: ViewEntry, holder: str | None = None
 ) -> dict[str, Any]:
     """One ``view_entries`` row, every column: the one definition both write paths use. An
-    event's payload and fields are the log's (not written here), and a read packs its envelope
-    from them (revision 0023); a summary's are the row's, its envelope too.
+    event's payload and fields are the log's (not written here); a summary's are the row's.
     ``holder``: the conversation whose log holds the event, if not ``conversation_id``."""
     if entry.payload is None:
         # Only entries loaded for a condensation lack their copies, and those are never new.
@@ -495,7 +490,7 @@ def entry_params(
         "timestamp": entry.timestamp if own else None,
         "parent_id": entry.parent_id if own else None,
         "is_summary": entry.is_summary,
-        "envelope": envelope(entry) if own else None,
+        "envelope": None,  # a read builds the Event from its payload (revision 0023)
         "holder": holder,
     }
 

@@ -19,9 +19,9 @@ done so far done, and finishes. Space: PostgreSQL reuses what the NULLed copies 
 ``VACUUM`` has run (autovacuum will); ``VACUUM FULL`` gives it back to the system
 (docs/operations.md). SQLite reuses freed pages for new rows; ``VACUUM`` shrinks the file.
 
-Revision 0023 goes on the same way for the envelopes of event rows (``drop_envelopes``): a read
-packs the same text from the row's and the log's columns, so only a summary's row keeps its
-own.
+Revision 0023 goes on the same way for the rows' envelopes (``drop_envelopes``): a read builds
+each Event from its payload, where every field the envelope repeated is, and no longer reads
+them.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ import sqlalchemy as sa
 
 from viewstore.store.database import revisions
 from viewstore.store.read import lineage
-from viewstore.store.read.stored_events import packed_envelope
 
 #: View rows per transaction of ``drop_copies``; ``VIEWSTORE_MIGRATION_BATCH`` overrides it
 #: (tests kill a migration half way through with small batches).
@@ -55,10 +54,7 @@ _DROP = (
     "UPDATE view_entries SET payload = NULL, source = NULL, timestamp = NULL, parent_id = NULL "
     f"WHERE {_AFTER} AND NOT is_summary AND payload IS NOT NULL"
 )
-_DROP_ENVELOPES = (
-    f"UPDATE view_entries SET envelope = NULL WHERE {_AFTER} AND NOT is_summary "
-    "AND envelope IS NOT NULL"
-)
+_DROP_ENVELOPES = f"UPDATE view_entries SET envelope = NULL WHERE {_AFTER} AND envelope IS NOT NULL"
 _UPTO = " AND (conversation_id < :d OR (conversation_id = :d AND order_key <= :l))"
 
 
@@ -86,8 +82,8 @@ def drop_copies(conn: sa.Connection, batch: int | None = None) -> int:
 
 
 def drop_envelopes(conn: sa.Connection, batch: int | None = None) -> int:
-    """Set the envelopes of event rows to NULL (revision 0023), ``batch`` rows per transaction;
-    returns the batches run."""
+    """Set the rows' envelopes to NULL (revision 0023), ``batch`` rows per transaction; returns
+    the batches run."""
     return _in_batches(conn, _DROP_ENVELOPES, batch)
 
 
@@ -138,8 +134,8 @@ def sqlite_not_null(bind: sa.Connection, table: str, column: str, *, not_null: b
 
 
 def envelope_nullable(bind: sa.Connection, *, nullable: bool) -> None:
-    """``view_entries.envelope`` may hold NULL (an event's row, revision 0023) or not. Instant
-    on both backends: no stored byte changes."""
+    """``view_entries.envelope`` may hold NULL (revision 0023) or not. Instant on both
+    backends: no stored byte changes."""
     if bind.dialect.name == "sqlite":
         sqlite_not_null(bind, "view_entries", "envelope", not_null=not nullable)
     else:
@@ -149,16 +145,42 @@ def envelope_nullable(bind: sa.Connection, *, nullable: bool) -> None:
         )
 
 
+# The envelope as revisions 0003 to 0022 read it: the event id, U+001F, and a JSON array of the
+# kind, role, source, timestamp, parent id, tool call id, LLM response id and thinking flag
+# (their reader parses any spacing), packed from a view row ``r`` and the row ``e`` holding
+# its event's fields (the log's; a summary's own row). A PostgreSQL ``::`` cast would read as
+# a bound parameter, hence CAST.
+_PACKED = {
+    "sqlite": (
+        "{r}.event_id || char(31) || '[' || json_quote({r}.kind) || ',' || json_quote({r}.role)"
+        " || ',' || json_quote({e}.source) || ',' || json_quote({e}.timestamp) || ','"
+        " || json_quote({e}.parent_id) || ',' || json_quote({r}.tool_call_id) || ','"
+        " || json_quote({r}.llm_response_id) || ','"
+        " || CASE WHEN {r}.thinking THEN 'true' ELSE 'false' END || ']'"
+    ),
+    "postgresql": (
+        "{r}.event_id || chr(31) || CAST(json_build_array({r}.kind, {r}.role, {e}.source,"
+        " {e}.timestamp, {e}.parent_id, {r}.tool_call_id, {r}.llm_response_id, {r}.thinking)"
+        " AS text)"
+    ),
+}
+
+
 def fill_envelopes(bind: sa.Connection) -> None:
-    """Write back the envelope of every event row that has none, packed from its columns and
-    its log row's, as a read packs it (a downgrade past revision 0023)."""
-    packed = packed_envelope(bind.dialect.name, row="view_entries", log="e")
+    """Write back every row's envelope that is NULL, for the code of revisions before 0023,
+    which reads it (a downgrade)."""
+    packed = _PACKED[bind.dialect.name]
+    row = "view_entries"
     bind.exec_driver_sql(
         f"""
         UPDATE view_entries SET envelope = (
-            SELECT {packed} FROM events e
+            SELECT {packed.format(r=row, e="e")} FROM events e
             WHERE e.conversation_id = COALESCE(view_entries.holder, view_entries.conversation_id)
             AND e.seq = view_entries.seq)
         WHERE envelope IS NULL AND NOT is_summary
         """
+    )
+    bind.exec_driver_sql(
+        f"UPDATE view_entries SET envelope = {packed.format(r=row, e=row)} "
+        "WHERE envelope IS NULL AND is_summary"
     )

@@ -22,7 +22,7 @@ from viewstore.errors import ConversationNotFoundError
 from viewstore.store.database.schema import conversations, events
 from viewstore.store.database.translate import driver_errors
 from viewstore.store.read import lineage
-from viewstore.store.read.stored_events import StoredEvents, pack, packed_envelope
+from viewstore.store.read.stored_events import StoredEvents
 from viewstore.store.records import StoredEvent, StoredView
 
 
@@ -39,43 +39,29 @@ _CONVERSATION = (
 )
 # An event's payload is the log's, joined on its primary key; a summary's is its row's (the
 # log has no row of it: the join finds its condensation's, which the coalesce passes over).
-# Outer join: a row keeps its copy while a store migrates to revision 0022, and reads it. The
-# envelope likewise: a summary's row stores it, an event's is packed from the row's columns
-# and the log's (revision 0023; a row that still has one while 0023 runs is read by it).
+# Outer join: a row keeps its copy while a store migrates to revision 0022, and reads it.
+# Only the id and the payload: every field of the Event is in its payload (revision 0023).
 _ENTRIES = (
-    "SELECT COALESCE(v.envelope, {packed}), COALESCE(v.payload, e.payload) FROM view_entries v "
+    "SELECT v.event_id, COALESCE(v.payload, e.payload) FROM view_entries v "
     "LEFT JOIN events e ON e.conversation_id = :c AND e.seq = v.seq "
     "WHERE v.conversation_id = :c AND "
 )
 # A fork's copied rows name the conversation whose log holds their event (``holder``): read
 # apart, then each holder's payloads by their seqs, so every statement still names a single
 # conversation (a store sharded by conversation routes each to one shard; a join to another
-# conversation's log would span two). Their envelopes are packed here (``_fork_entries``).
+# conversation's log would span two).
 _FORK_ENTRIES = (
-    "SELECT v.envelope, v.payload, v.seq, v.holder, v.event_id, v.kind, v.role, "
-    "v.tool_call_id, v.llm_response_id, v.thinking FROM view_entries v "
+    "SELECT v.event_id, v.payload, v.seq, v.holder FROM view_entries v "
     "WHERE v.conversation_id = :c AND "
 )
-_LOGGED = (
-    "SELECT seq, payload, source, timestamp, parent_id FROM events "
-    "WHERE conversation_id = :h AND seq IN ({})"
-)
+_LOGGED = "SELECT seq, payload FROM events WHERE conversation_id = :h AND seq IN ({})"
 _CURRENT = "v.left_seq IS NULL ORDER BY v.order_key"
 _AS_OF = "v.entered_seq <= :s AND (v.left_seq IS NULL OR v.left_seq > :s) ORDER BY v.order_key"
-
-
-@cache
-def _view_entries(dialect: str, fork: bool) -> tuple[str, str]:
-    """The statements of a view's entries (current, as of a seq), by whether the rows may name
-    a holder (a fork's)."""
-    entries = (
-        _FORK_ENTRIES
-        if fork
-        else _ENTRIES.format(packed=packed_envelope(dialect, row="v", log="e"))
-    )
-    return entries + _CURRENT, entries + _AS_OF
-
-
+#: (current, as of a seq), by whether the rows may name a holder (a fork's).
+_VIEW_ENTRIES = {
+    fork: (entries + _CURRENT, entries + _AS_OF)
+    for fork, entries in ((False, _ENTRIES), (True, _FORK_ENTRIES))
+}
 _INDICES = "SELECT position FROM manipulation_indices WHERE conversation_id = :c AND "
 _CURRENT_INDICES = _INDICES + "to_seq IS NULL ORDER BY position"
 _INDICES_AS_OF = _INDICES + "from_seq <= :s AND (to_seq IS NULL OR to_seq > :s) ORDER BY position"
@@ -114,7 +100,7 @@ def read_view(
     version, unhandled, *lineage_columns = found[0]
     row = _LineageRow(*lineage_columns)
     fork = lineage.is_fork(row)
-    current_entries, entries_as_of = _view_entries(conn.dialect.name, fork)
+    current_entries, entries_as_of = _VIEW_ENTRIES[fork]
     fetch = _fork_entries if fork else _fetch
     if as_of is None:
         entries = fetch(conn, current_entries + page, params)
@@ -157,26 +143,24 @@ def in_view(
 
 
 def _fork_entries(conn: Connection, sql: str, params: dict[str, Any]) -> Sequence[Any]:
-    """A fork's view rows (``_FORK_ENTRIES``) as (envelope, payload): what the row does not
-    hold is read from its holder's log (the row's own conversation's when it names none), by
-    seq, a few hundred at a time, and its envelope packed from both."""
+    """A fork's view rows (``_FORK_ENTRIES``) as (event id, payload): a payload the row does
+    not hold is read from its holder's log (the row's own conversation's when it names none),
+    by seq, a few hundred at a time."""
     found = _fetch(conn, sql, params)
     wanted: dict[str, list[int]] = {}
-    for packed, payload, seq, holder, *_ in found:
-        if payload is None or packed is None:
+    for _, payload, seq, holder in found:
+        if payload is None:
             wanted.setdefault(holder or params["c"], []).append(seq)
-    logged: dict[tuple[str, int], Sequence[Any]] = {}
+    logged: dict[tuple[str, int], str] = {}
     for holder, seqs in wanted.items():
         for start in range(0, len(seqs), _IN_LIST):
             listed, bound = bind_list("q", seqs[start : start + _IN_LIST])
-            for seq, *fields in _fetch(conn, _LOGGED.format(listed), {"h": holder, **bound}):
-                logged[holder, seq] = fields
-    entries = []
-    for stored, payload, seq, holder, event_id, kind, role, call, response, thinking in found:
-        log = logged.get((holder or params["c"], seq), (None, None, None, None))
-        packed = stored or pack(event_id, kind, role, *log[1:], call, response, bool(thinking))
-        entries.append((packed, log[0] if payload is None else payload))
-    return entries
+            for seq, payload in _fetch(conn, _LOGGED.format(listed), {"h": holder, **bound}):
+                logged[holder, seq] = payload
+    return [
+        (event_id, logged.get((holder or params["c"], seq)) if payload is None else payload)
+        for event_id, payload, seq, holder in found
+    ]
 
 
 _IN_LIST = 500  # seqs per IN (...): far below every backend's bound-parameter limit

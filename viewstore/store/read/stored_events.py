@@ -1,17 +1,14 @@
 """The events of a stored view, rebuilt lazily from the rows that carry them.
 
-A view read fetches two columns per entry: the event's exact payload, and its *envelope*: the
-event id, then (after a U+001F, which no event id may contain) the fields the view logic reads
-as one JSON array. A summary's row stores its envelope; for an event's row the read packs it in
-SQL from the row's and the log's columns (``packed_envelope``), so it is not stored twice. Not
-a column per field: through the SQLite driver each result column costs
-0.1 to 0.2 µs per row whatever it holds. Reading a 10,000-event view cost about 1.6x a bare
-``SELECT payload`` of the same rows with the fields as columns of their own, 1.2x with only the
-id in a column of its own, and 1.1x packed as here.
+A view read fetches two columns per entry: the event id and the event's exact payload (the
+log's, joined on its primary key; a summary's, its row's). Each further result column costs
+0.1 to 0.2 µs a row through the SQLite driver, and packing the fields in SQL cost more than
+that (revision 0023 measured both; docs/schema.md), so a read fetches nothing else.
 
 :class:`StoredEvents` keeps those rows and builds each :class:`Event` the first time its position
-is read: a caller that wants only the ids or the payloads (an agent building its next prompt)
-never pays for thousands of Event objects.
+is read, from its payload, where every field of it is: a caller that wants only the ids or the
+payloads (an agent building its next prompt, the OpenHands adapter, the viewer) never parses a
+payload or builds an Event.
 """
 
 from __future__ import annotations
@@ -20,88 +17,38 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from viewstore.events import KIND_ROLES, SUMMARY_KIND, Event, Role, canonical_json
-from viewstore.projector import ViewEntry
+from viewstore.events import KIND_ROLES, SUMMARY_KIND, Event, Role
 
-#: One fetched row: envelope, payload JSON.
+#: One fetched row: event id, payload JSON.
 EventRow = tuple[str, str]
 
-SEPARATOR = "\x1f"  # control characters are not allowed in event ids (viewstore.events)
-
-_ROLES = {role.value: role for role in Role}
-# json.loads spends more on its argument checks than on parsing a short array: 1.9 µs against
-# 0.7 µs per envelope, a quarter of building a 10,000-event view's Events.
+_CARRIES_CALL = frozenset({Role.ACTION, Role.OBSERVATION})
+# A stored payload was checked when appended (depth, duplicate keys): the plain decoder reads
+# it back, without json.loads's argument checks.
 _decode = json.JSONDecoder().raw_decode
 
 
-def envelope(entry: ViewEntry) -> str:
-    """The envelope of a view entry, as a read fetches it; ``event_from_row`` reads it back."""
-    return pack(
-        entry.id,
-        entry.kind,
-        entry.role.value,
-        entry.source,
-        entry.timestamp,
-        entry.parent_id,
-        entry.tool_call_id,
-        entry.llm_response_id,
-        entry.thinking,
-    )
-
-
-def pack(event_id: str, *fields: Any) -> str:
-    """The event id and the fields (kind, role, source, timestamp, parent id, tool call id,
-    LLM response id, thinking) as one envelope text."""
-    return event_id + SEPARATOR + canonical_json(list(fields))
-
-
-# The envelope packed in SQL, from the columns of a view row (``row``) and of its event's log
-# row (``log``: source, timestamp and parent id, which an event's view row does not hold). Its
-# JSON may differ from ``pack``'s in spacing only; ``event_from_row`` reads either. A
-# PostgreSQL ``::`` cast would collide with the ``:name`` parameters, hence CAST.
-_PACKED_SQL = {
-    "sqlite": (
-        "{r}.event_id || char(31) || '[' || json_quote({r}.kind) || ',' || json_quote({r}.role)"
-        " || ',' || json_quote({e}.source) || ',' || json_quote({e}.timestamp) || ','"
-        " || json_quote({e}.parent_id) || ',' || json_quote({r}.tool_call_id) || ','"
-        " || json_quote({r}.llm_response_id) || ','"
-        " || CASE WHEN {r}.thinking THEN 'true' ELSE 'false' END || ']'"
-    ),
-    "postgresql": (
-        "{r}.event_id || chr(31) || CAST(json_build_array({r}.kind, {r}.role, {e}.source,"
-        " {e}.timestamp, {e}.parent_id, {r}.tool_call_id, {r}.llm_response_id, {r}.thinking)"
-        " AS text)"
-    ),
-}
-
-
-def packed_envelope(dialect: str, *, row: str, log: str) -> str:
-    """SQL: the envelope of an event's view row ``row``, whose event is the log's row ``log``
-    (revision 0023: the row stores none)."""
-    return _PACKED_SQL[dialect].format(r=row, e=log)
-
-
 def event_from_row(row: EventRow | Sequence[Any]) -> Event:
-    head, payload = row
-    event_id, _, packed = head.partition(SEPARATOR)
-    fields, _ = _decode(packed)
-    kind, role, source, timestamp, parent_id, tool_call_id, llm_response_id, thinking = fields
-    # A summary's text is a field of the Event too; summaries are few, so parse only those.
-    summary = json.loads(payload).get("summary") if kind == SUMMARY_KIND else None
-    # Validated when appended: rebuilding skips a second validation (see Event.trusted).
+    """The Event of a stored payload, as ``viewstore.events.parse_event`` built it when it was
+    appended, without validating it again (see ``Event.trusted``)."""
+    event_id, payload = row
+    obj, _ = _decode(payload)
+    kind = obj["kind"]
+    role = KIND_ROLES.get(kind, Role.OTHER)
+    action = role is Role.ACTION
     return Event.trusted(
         kind=kind,
         id=event_id,
-        role=_ROLES[role],
+        role=role,
         known_kind=kind in KIND_ROLES,
-        source=source,
-        timestamp=timestamp,
-        parent_id=parent_id,
-        tool_call_id=tool_call_id,
-        llm_response_id=llm_response_id,
-        thinking=thinking,
-        forgotten_event_ids=frozenset(),
-        summary=summary,
+        source=obj.get("source"),
+        timestamp=obj.get("timestamp"),
+        parent_id=obj.get("parent_id"),
+        tool_call_id=obj["tool_call_id"] if role in _CARRIES_CALL else None,
+        llm_response_id=obj["llm_response_id"] if action else None,
+        thinking=action and bool(obj.get("thinking_blocks")),
+        forgotten_event_ids=frozenset(),  # a view holds no condensation
+        summary=obj.get("summary") if kind == SUMMARY_KIND else None,
         summary_offset=None,
         payload_json=payload,
     )
@@ -121,7 +68,7 @@ class StoredEvents(Sequence[Event]):
         self._events: list[Event | None] = [None] * len(rows)
 
     def ids(self) -> list[str]:
-        return [row[0].partition(SEPARATOR)[0] for row in self._rows]
+        return [row[0] for row in self._rows]
 
     def payloads(self) -> list[str]:
         return [row[1] for row in self._rows]
