@@ -1,0 +1,141 @@
+"""Migration 0023 empties the view rows' envelopes, online and resumably. Taken down to 0022,
+a store gets every envelope back, packed from its rows and the log as revisions 0003 to 0022
+read them; migrated again it equals one built fresh at head, row for row, and reads, analyst
+views and verify agree. A migration killed half way (SQLite, a real SIGKILL of the migrating
+process) with an append made meanwhile finishes when run again."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from viewstore import EventStore
+
+from ._helpers import LAYOUTS, U, layout_url
+from .test_migration_0022 import assert_equal_stores, fill
+from .test_migrations import downgrade, drift
+
+REPO = Path(__file__).resolve().parents[2]
+_ENVELOPES = "SELECT count(*) FROM view_entries WHERE envelope IS NOT NULL"
+_ROWS = "SELECT count(*) FROM view_entries"
+
+
+def count(store: EventStore, sql: str) -> int:
+    with store.engine.connect() as conn:
+        return int(conn.execute(text(sql)).scalar_one())
+
+
+def assert_envelopes_as_0022_read_them(store: EventStore) -> None:
+    """Each row's envelope is its event id, U+001F, and the JSON array of the fields of the
+    Event a read builds now (the reader of revisions 0003 to 0022 parsed exactly that)."""
+    for key in store.conversation_ids():
+        with store.engine.connect() as conn:
+            packed = dict(
+                conn.execute(
+                    text(
+                        "SELECT order_key, envelope FROM view_entries WHERE conversation_id = :c "
+                        "AND left_seq IS NULL"
+                    ),
+                    {"c": key},
+                ).all()
+            )
+        view = store.view(key)
+        assert len(packed) == len(view.events) > 0
+        for envelope, event in zip(
+            (packed[order_key] for order_key in sorted(packed)), view.events, strict=True
+        ):
+            event_id, _, fields = envelope.partition("\x1f")
+            assert event_id == event.id
+            assert json.loads(fields) == [
+                event.kind,
+                event.role.value,
+                event.source,
+                event.timestamp,
+                event.parent_id,
+                event.tool_call_id,
+                event.llm_response_id,
+                event.thinking,
+            ]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_migrated_store_equals_a_fresh_one(
+    request: pytest.FixtureRequest, layout: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, partitions = layout_url(request, layout)
+    if layout == "sqlite":
+        fresh_url = f"sqlite:///{request.getfixturevalue('tmp_path')}/fresh.db"
+    else:
+        fresh_url = str(request.getfixturevalue("second_pg_url"))
+    monkeypatch.setenv("VIEWSTORE_MIGRATION_BATCH", "37")
+    with EventStore(url) as migrated, EventStore(fresh_url) as fresh:
+        migrated.create_schema(partitions=partitions)
+        fill(migrated)
+        assert count(migrated, _ENVELOPES) == 0  # head writes none
+        downgrade(migrated, "0022")
+        assert count(migrated, _ENVELOPES) == count(migrated, _ROWS)
+        assert_envelopes_as_0022_read_them(migrated)
+        migrated.create_schema()
+        assert count(migrated, _ENVELOPES) == 0
+        fresh.create_schema(partitions=partitions)
+        fill(fresh)
+        assert_equal_stores(migrated, fresh)
+        if partitions is None:
+            assert drift(migrated) == []
+
+
+_MIGRATE = "from viewstore import EventStore; EventStore({url!r}).create_schema()"
+
+
+def test_a_killed_migration_finishes_when_run_again(tmp_path: Path) -> None:
+    url, fresh_url = f"sqlite:///{tmp_path}/killed.db", f"sqlite:///{tmp_path}/fresh.db"
+    with EventStore(url) as migrated:
+        migrated.create_schema()
+        fill(migrated, pairs=1500)
+        downgrade(migrated, "0022")
+        rows = count(migrated, _ROWS)
+        env = {**os.environ, "VIEWSTORE_MIGRATION_BATCH": "1", "PYTHONPATH": str(REPO)}
+        process = subprocess.Popen(
+            [sys.executable, "-c", _MIGRATE.format(url=url)], env=env, cwd=tmp_path
+        )
+        meanwhile = threading.Thread(
+            target=migrated.append, args=("long", [U("meanwhile")]), daemon=True
+        )
+        try:
+            emptied = 0
+            deadline = time.monotonic() + 120
+            while emptied < 100 and process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+                emptied = rows - count(migrated, _ENVELOPES)
+            assert process.poll() is None, "the migration ended before it could be killed"
+            # Sent now and the migration killed without waiting for it (test_migration_0022
+            # says why).
+            meanwhile.start()
+            time.sleep(0.05)
+            process.send_signal(signal.SIGKILL)
+        finally:
+            process.wait()
+        meanwhile.join(timeout=60)
+        assert not meanwhile.is_alive()
+        with migrated.engine.connect() as conn:
+            stamped = conn.execute(
+                text("SELECT version_num FROM viewstore_alembic_version")
+            ).scalar_one()
+        assert count(migrated, _ENVELOPES) > 0 and stamped == "0022"  # killed half way
+        assert migrated.view("long").event_ids[-1] == "meanwhile"  # read half migrated
+        assert migrated.verify().ok
+        migrated.create_schema()
+        with EventStore(fresh_url) as fresh:
+            fresh.create_schema()
+            fill(fresh, pairs=1500)
+            fresh.append("long", [U("meanwhile")])
+            assert_equal_stores(migrated, fresh)
