@@ -83,10 +83,7 @@ CASES: list[tuple[str, object, str]] = [
     ),
     (
         "condensation-deleted",
-        [
-            "DELETE FROM condensation_forgotten WHERE conversation_id = 'c'",
-            "DELETE FROM condensations WHERE conversation_id = 'c'",
-        ],
+        ["DELETE FROM condensations WHERE conversation_id = 'c'"],
         "seq 6: the Condensation has no condensations row",
     ),
     (
@@ -97,26 +94,17 @@ CASES: list[tuple[str, object, str]] = [
         ],
         "seq 4: a condensations row (event 'm2') where the log holds no Condensation",
     ),
-    (
-        "forgotten-deleted",
-        ["DELETE FROM condensation_forgotten WHERE conversation_id = 'c' AND event_id = 'a1'"],
-        "seq 6: the Condensation forgets 'a1' but its condensation_forgotten row is missing",
-    ),
-    (
-        "forgotten-inserted",
-        [
-            "INSERT INTO condensation_forgotten (conversation_id, seq, event_id, was_in_view) "
-            "VALUES ('c', 6, 'm1', TRUE)"
-        ],
-        "seq 6: a condensation_forgotten row for 'm1', which the Condensation does not forget",
-    ),
+    # condensation_forgotten is a view of the condensation's payload and its not_in_view
+    # (revision 0024): the one column behind its rows that the chain does not cover.
     (
         "forgotten-was-in-view",
-        [
-            "UPDATE condensation_forgotten SET was_in_view = FALSE "
-            "WHERE conversation_id = 'c' AND event_id = 'o1'"
-        ],
+        ["UPDATE condensations SET not_in_view = '[\"o1\"]' WHERE conversation_id = 'c'"],
         "seq 6: condensation_forgotten.was_in_view of 'o1' is False, replay says True",
+    ),
+    (
+        "not-in-view-unlisted-id",
+        ["UPDATE condensations SET not_in_view = '[\"m1\"]' WHERE conversation_id = 'c'"],
+        "seq 6: condensations.not_in_view is",
     ),
     (
         "conversation-counter",

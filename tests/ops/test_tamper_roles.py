@@ -72,7 +72,6 @@ ROWS = {
     "conversations": "id = 'f'",
     "events": "conversation_id = 'c' AND seq = 2",
     "condensations": "conversation_id = 'c'",
-    "condensation_forgotten": "conversation_id = 'c' AND event_id = 'a1'",
     "view_entries": "conversation_id = 'f'",
     "manipulation_indices": "conversation_id = 'f'",
     "base_states": "conversation_id = 'c'",

@@ -25,8 +25,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from viewstore.chain import event_hash
 from viewstore.events import Event, Role
 from viewstore.projector import Projection, ProjectionState, ViewEntry
+from viewstore.store.database.forgotten import not_in_view
 from viewstore.store.database.schema import (
-    condensation_forgotten,
     condensations,
     conversations,
     events,
@@ -319,6 +319,8 @@ def insert_condensations(
     condensed: list[tuple[int, Event]],
     forgotten: dict[int, set[str]],
 ) -> None:
+    """The condensations' rows; what each forgot is its payload's list, and which of those
+    were not in the view its ``not_in_view`` (``condensation_forgotten`` shows both)."""
     conn.execute(
         insert(condensations),
         [
@@ -328,22 +330,11 @@ def insert_condensations(
                 "event_id": event.id,
                 "summary": without_nul(event.summary),
                 "summary_offset": event.summary_offset,
+                "not_in_view": not_in_view(event.forgotten_event_ids, forgotten.get(seq, set())),
             }
             for seq, event in condensed
         ],
     )
-    ids = [
-        {
-            "conversation_id": conversation_id,
-            "seq": seq,
-            "event_id": forgotten_id,
-            "was_in_view": forgotten_id in forgotten.get(seq, set()),
-        }
-        for seq, event in condensed
-        for forgotten_id in sorted(event.forgotten_event_ids)
-    ]
-    if ids:
-        conn.execute(insert(condensation_forgotten), ids)
 
 
 # -- the projection -----------------------------------------------------------------------

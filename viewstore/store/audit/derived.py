@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Row, select
 from viewstore.events import Event, Role
 from viewstore.projector import ProjectionState
 from viewstore.store.append import rows
+from viewstore.store.database.forgotten import not_in_view
 from viewstore.store.database.schema import condensation_forgotten, condensations, events
 from viewstore.store.read import lineage
 
@@ -178,7 +179,7 @@ def forgotten_rows(conn: Connection, key: str, log: Log, removed: dict[int, set[
     }
     query = select(condensation_forgotten).where(condensation_forgotten.c.conversation_id == key)
     have = {(row.seq, row.event_id): row.was_in_view for row in conn.execute(query)}
-    found = []
+    found = _not_in_view(conn, key, log, removed)
     for seq, forgotten in sorted(wanted.keys() | have.keys()):
         want, row = wanted.get((seq, forgotten)), have.get((seq, forgotten))
         if row is None:
@@ -197,3 +198,22 @@ def forgotten_rows(conn: Connection, key: str, log: Log, removed: dict[int, set[
                 f"replay says {want}"
             )
     return capped(found, "differences in condensation_forgotten rows")
+
+
+def _not_in_view(conn: Connection, key: str, log: Log, removed: dict[int, set[str]]) -> list[str]:
+    """``condensations.not_in_view`` as replay has it: what ``condensation_forgotten`` does not
+    show (an id the condensation does not list, or the order) still must not be forged. NULL
+    is a row revision 0024 has not reached, or one listing no id."""
+    wanted = {
+        seq: not_in_view(event.forgotten_event_ids, removed.get(seq, set()))
+        for seq, event in log
+        if event.role is Role.CONDENSATION
+    }
+    query = select(condensations.c.seq, condensations.c.not_in_view).where(
+        condensations.c.conversation_id == key, condensations.c.not_in_view.is_not(None)
+    )
+    return [
+        f"seq {seq}: condensations.not_in_view is {show(have)}, replay says {show(wanted[seq])}"
+        for seq, have in conn.execute(query)
+        if seq in wanted and have != wanted[seq]
+    ]

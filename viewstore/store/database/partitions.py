@@ -28,7 +28,6 @@ TABLES = {
     "conversations": "id",
     "events": "conversation_id",
     "condensations": "conversation_id",
-    "condensation_forgotten": "conversation_id",
     "view_entries": "conversation_id",
     "manipulation_indices": "conversation_id",
     "base_states": "conversation_id",

@@ -148,23 +148,29 @@ condensations = Table(
     Column("event_id", ID, nullable=False),
     Column("summary", Text, nullable=True),
     Column("summary_offset", BigInteger, nullable=True),
+    # JSON array of the ids the condensation lists that were not in the view when it ran (so
+    # did not leave it): ``[]`` nearly always. With the payload's list, what the view
+    # ``condensation_forgotten`` shows (revision 0024; NULL on a row that migration has not
+    # reached yet).
+    Column("not_in_view", Text, nullable=True),
     PrimaryKeyConstraint("conversation_id", "seq"),
     ForeignKeyConstraint(["conversation_id", "seq"], ["events.conversation_id", "events.seq"]),
 )
 
+#: SQL views, for queries only: the migrations create them, and no table of the metadata above
+#: is compared with them.
+views = MetaData()
+
+# One row per id a Condensation lists, and whether it was in the view when the condensation
+# ran (and so really left it): a SQL view of the condensation's payload and ``not_in_view``
+# (revision 0024; viewstore.store.database.forgotten).
 condensation_forgotten = Table(
     "condensation_forgotten",
-    metadata,
+    views,
     Column("conversation_id", CONVERSATION_ID, nullable=False),
     Column("seq", BigInteger, nullable=False),
     Column("event_id", ID, nullable=False),
-    # Whether the id was in the view when the condensation ran (and so really left it).
     Column("was_in_view", Boolean, nullable=False),
-    PrimaryKeyConstraint("conversation_id", "seq", "event_id"),
-    ForeignKeyConstraint(
-        ["conversation_id", "seq"], ["condensations.conversation_id", "condensations.seq"]
-    ),
-    Index(None, "conversation_id", "event_id"),
 )
 
 view_entries = Table(

@@ -1,0 +1,154 @@
+"""Revision 0024: ``condensation_forgotten`` is a SQL view of the condensations' payloads.
+
+Until revision 0024 each id a ``Condensation`` lists was a row of its own (its conversation,
+seq, the id and ``was_in_view``) with a primary key and an index of (conversation, id): 240
+to 305 bytes an event in a condensed conversation, for ids every condensation's payload in
+the log holds already. Now the condensation's row keeps only what its payload does not say:
+``condensations.not_in_view``, a JSON array of the listed ids that were not in the view when
+it ran (``[]`` nearly always), and ``condensation_forgotten`` is a view of the same name and
+columns, which expands the payload's ``forgotten_event_ids`` (``json_each`` on SQLite,
+``json_array_elements_text`` on PostgreSQL). Every query of it names a conversation; it reads
+that conversation's condensations and their log rows by their primary keys.
+
+Online, like revisions 0022 and 0023: the table is renamed ``LEGACY`` and the view made over
+both (``view_sql(..., legacy=True)``: the condensations already moved from the payloads, the
+others from the old rows), then ``move`` takes each condensation's old rows into its
+``not_in_view`` and deletes them, a batch of condensations per transaction, and ``finish``
+drops the emptied table and makes the view over the payloads alone. Reads are right at every
+point; a migration killed half way carries on from the condensations left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import sqlalchemy as sa
+
+VIEW = "condensation_forgotten"
+LEGACY = "condensation_forgotten_0023"
+#: Condensations per transaction of ``move`` (each about a hundred old rows);
+#: ``VIEWSTORE_MIGRATION_BATCH`` overrides it.
+BATCH = 20
+
+# A payload as json on PostgreSQL, whose json functions refuse the escape \u0000 (text cannot
+# hold NUL): replaced by U+FFFD first, as the analyst views do; no event id holds either.
+_PG_PAYLOAD = (
+    "CAST(CASE WHEN strpos(e.payload, E'\\\\u0000') = 0 THEN e.payload "
+    "ELSE replace(replace(replace(e.payload, E'\\\\\\\\', chr(1)), "
+    "E'\\\\u0000', E'\\\\ufffd'), chr(1), E'\\\\\\\\') END AS json)"
+)
+_FROM_PAYLOADS = {
+    "sqlite": """
+        SELECT DISTINCT c.conversation_id AS conversation_id, c.seq AS seq,
+               j.value AS event_id,
+               NOT EXISTS (SELECT 1 FROM json_each(c.not_in_view) n WHERE n.value = j.value)
+                   AS was_in_view
+        FROM condensations c
+        JOIN events e ON e.conversation_id = c.conversation_id AND e.seq = c.seq
+        JOIN json_each(e.payload, '$.forgotten_event_ids') j
+        WHERE j.type = 'text' {moved}
+    """,
+    "postgresql": f"""
+        SELECT DISTINCT c.conversation_id AS conversation_id, c.seq AS seq,
+               j.value AS event_id,
+               NOT EXISTS (SELECT 1 FROM json_array_elements_text(CAST(c.not_in_view AS json))
+                           AS n(value) WHERE n.value = j.value) AS was_in_view
+        FROM condensations c
+        JOIN events e ON e.conversation_id = c.conversation_id AND e.seq = c.seq
+        CROSS JOIN LATERAL (SELECT {_PG_PAYLOAD} -> 'forgotten_event_ids' AS ids) f
+        CROSS JOIN LATERAL json_array_elements_text(
+            CASE WHEN json_typeof(f.ids) = 'array' THEN f.ids END) AS j(value)
+        WHERE TRUE {{moved}}
+    """,
+}
+
+
+def view_sql(dialect: str, *, legacy: bool) -> str:
+    """``CREATE VIEW condensation_forgotten``: over the payloads, and while the migration
+    runs, over the old rows of the condensations not moved yet."""
+    if not legacy:
+        return f"CREATE VIEW {VIEW} AS {_FROM_PAYLOADS[dialect].format(moved='')}"
+    moved = _FROM_PAYLOADS[dialect].format(moved="AND c.not_in_view IS NOT NULL")
+    return (
+        f"CREATE VIEW {VIEW} AS {moved} UNION ALL "
+        f"SELECT conversation_id, seq, event_id, was_in_view FROM {LEGACY}"
+    )
+
+
+def not_in_view(listed: frozenset[str] | set[str], left: set[str]) -> str:
+    """``condensations.not_in_view``: the listed ids that did not leave the view (were not
+    in it), as a JSON array in code-point order."""
+    return json.dumps(sorted(listed - left), ensure_ascii=False, separators=(",", ":"))
+
+
+def exists(conn: sa.Connection, name: str) -> bool:
+    return name in sa.inspect(conn).get_table_names() + sa.inspect(conn).get_view_names()
+
+
+# Keyset from the last batch's last condensation: the rows deleted before it are never
+# walked again (on PostgreSQL they stay in the index until VACUUM).
+_NEXT = (
+    f"SELECT DISTINCT conversation_id, seq FROM {LEGACY} "
+    "WHERE conversation_id > :c OR (conversation_id = :c AND seq > :s) "
+    "ORDER BY conversation_id, seq LIMIT :n"
+)
+_OLD_ROWS = f"SELECT event_id, was_in_view FROM {LEGACY} WHERE conversation_id = :c AND seq = :s"
+_SET = (
+    "UPDATE condensations SET not_in_view = :v WHERE conversation_id = :c AND seq = :s "
+    "AND not_in_view IS NULL"
+)
+_DELETE = f"DELETE FROM {LEGACY} WHERE conversation_id = :c AND seq = :s"
+
+
+def move(conn: sa.Connection, batch: int | None = None) -> int:
+    """Take each condensation's old rows into its ``not_in_view`` and delete them, ``batch``
+    condensations per transaction; returns the batches run. The rows left are the work left:
+    a run killed half way and started again finds them."""
+    size = batch or int(os.environ.get("VIEWSTORE_MIGRATION_BATCH", BATCH))
+    batches, after = 0, {"c": "", "s": 0}  # before every key: ids are not empty, seqs >= 1
+    while True:
+        found = conn.execute(sa.text(_NEXT), {**after, "n": size}).all()
+        if not found:
+            return batches
+        after = {"c": found[-1][0], "s": found[-1][1]}
+        for conversation_id, seq in found:
+            key = {"c": conversation_id, "s": seq}
+            old = conn.execute(sa.text(_OLD_ROWS), key).all()
+            value = not_in_view({row[0] for row in old}, {row[0] for row in old if row[1]})
+            conn.execute(sa.text(_SET), {**key, "v": value})
+            conn.execute(sa.text(_DELETE), key)
+        conn.commit()
+        batches += 1
+
+
+def select_grants(conn: sa.Connection, name: str) -> list[str]:
+    """PostgreSQL: the roles other than the owner that may SELECT ``name``."""
+    if conn.dialect.name != "postgresql":
+        return []
+    found = conn.execute(
+        sa.text(
+            "SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END "
+            "FROM pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) a "
+            "LEFT JOIN pg_roles r ON r.oid = a.grantee "
+            "WHERE c.oid = to_regclass(:t) AND a.grantee <> c.relowner "
+            "AND a.privilege_type = 'SELECT'"
+        ),
+        {"t": name},
+    )
+    return [grantee for (grantee,) in found]
+
+
+def grant_select(conn: sa.Connection, name: str, grantees: list[str]) -> None:
+    for grantee in grantees:
+        conn.exec_driver_sql(f"GRANT SELECT ON {name} TO {grantee}")
+
+
+def finish(conn: sa.Connection) -> None:
+    """The emptied old table dropped and the view made over the payloads alone, its grants
+    kept: one transaction."""
+    grantees = select_grants(conn, VIEW)
+    conn.exec_driver_sql(f"DROP VIEW IF EXISTS {VIEW}")
+    conn.exec_driver_sql(f"DROP TABLE IF EXISTS {LEGACY}")
+    conn.exec_driver_sql(view_sql(conn.dialect.name, legacy=False))
+    grant_select(conn, VIEW, grantees)
