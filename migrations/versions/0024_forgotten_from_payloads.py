@@ -42,14 +42,11 @@ def _columns(bind: sa.Connection, table: str) -> set[str]:
 
 def upgrade() -> None:
     bind = op.get_bind()
-    dialect = bind.dialect.name
     if "not_in_view" not in _columns(bind, "condensations"):
         op.add_column("condensations", sa.Column("not_in_view", sa.Text(), nullable=True))
     if not forgotten.exists(bind, forgotten.LEGACY):  # not a second run
-        grantees = forgotten.select_grants(bind, forgotten.VIEW)
-        op.execute(f"ALTER TABLE {forgotten.VIEW} RENAME TO {forgotten.LEGACY}")
-        op.execute(forgotten.view_sql(dialect, legacy=True))
-        forgotten.grant_select(bind, forgotten.VIEW, grantees)
+        rename = f"ALTER TABLE {forgotten.VIEW} RENAME TO {forgotten.LEGACY}"
+        forgotten.replace(bind, lambda: op.execute(rename), legacy=True)
     if bind.execute(sa.text(f"SELECT 1 FROM {forgotten.LEGACY} LIMIT 1")).first() is None:
         forgotten.finish(bind)  # nothing to move: the migration stays one transaction
         return
@@ -76,21 +73,23 @@ _TABLE = """
 
 def downgrade() -> None:
     bind = op.get_bind()
-    grantees = forgotten.select_grants(bind, forgotten.VIEW)
-    op.execute(f"CREATE TABLE {forgotten.LEGACY} AS SELECT * FROM {forgotten.VIEW}")
-    op.execute(f"DROP VIEW {forgotten.VIEW}")
-    op.execute(_TABLE)
-    op.execute(
-        f"INSERT INTO condensation_forgotten (conversation_id, seq, event_id, was_in_view) "
-        f"SELECT conversation_id, seq, event_id, was_in_view FROM {forgotten.LEGACY}"
-    )
-    op.execute(f"DROP TABLE {forgotten.LEGACY}")
-    op.create_index(
-        "ix_condensation_forgotten_conversation_id_event_id",
-        "condensation_forgotten",
-        ["conversation_id", "event_id"],
-    )
-    forgotten.grant_select(bind, "condensation_forgotten", grantees)
+
+    def make_table() -> None:
+        op.execute(f"CREATE TABLE {forgotten.LEGACY} AS SELECT * FROM {forgotten.VIEW}")
+        op.execute(f"DROP VIEW {forgotten.VIEW}")
+        op.execute(_TABLE)
+        op.execute(
+            "INSERT INTO condensation_forgotten (conversation_id, seq, event_id, was_in_view) "
+            f"SELECT conversation_id, seq, event_id, was_in_view FROM {forgotten.LEGACY}"
+        )
+        op.execute(f"DROP TABLE {forgotten.LEGACY}")
+        op.create_index(
+            "ix_condensation_forgotten_conversation_id_event_id",
+            "condensation_forgotten",
+            ["conversation_id", "event_id"],
+        )
+
+    forgotten.replace(bind, make_table, legacy=None)
     if bind.dialect.name == "postgresql":
         # The writer role of revision 0008 inserted the rows.
         op.execute(

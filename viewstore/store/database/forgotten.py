@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 
 import sqlalchemy as sa
 
@@ -139,16 +140,50 @@ def select_grants(conn: sa.Connection, name: str) -> list[str]:
     return [grantee for (grantee,) in found]
 
 
-def grant_select(conn: sa.Connection, name: str, grantees: list[str]) -> None:
-    for grantee in grantees:
-        conn.exec_driver_sql(f"GRANT SELECT ON {name} TO {grantee}")
+#: The analyst view over ``condensation_forgotten`` (revision 0002's, unchanged): it is made
+#: again whenever the one it reads is.
+LOG = "condensation_log"
+_LOG_SQL = """
+    CREATE VIEW condensation_log AS
+    SELECT c.conversation_id,
+           c.seq AS condensation_seq,
+           c.event_id AS condensation_event_id,
+           c.summary,
+           c.summary_offset,
+           f.event_id AS forgotten_event_id,
+           f.was_in_view,
+           fe.seq AS forgotten_seq,
+           fe.kind AS forgotten_kind
+    FROM condensations c
+    LEFT JOIN condensation_forgotten f
+           ON f.conversation_id = c.conversation_id AND f.seq = c.seq
+    LEFT JOIN events fe
+           ON fe.conversation_id = f.conversation_id AND fe.event_id = f.event_id
+"""
+
+
+def replace(conn: sa.Connection, make: Callable[[], None], *, legacy: bool | None) -> None:
+    """Run ``make`` (which leaves ``condensation_forgotten`` a table or gone) with
+    ``condensation_log`` dropped around it, then make the view ``condensation_forgotten``
+    (``legacy``: over the old rows too; None: ``make`` made the table) and the log again, each
+    with the SELECT grants it had."""
+    grants = {name: select_grants(conn, name) for name in (VIEW, LOG)}
+    conn.exec_driver_sql(f"DROP VIEW IF EXISTS {LOG}")
+    make()
+    if legacy is not None:
+        conn.exec_driver_sql(view_sql(conn.dialect.name, legacy=legacy))
+    conn.exec_driver_sql(_LOG_SQL)
+    for name, grantees in grants.items():
+        for grantee in grantees:
+            conn.exec_driver_sql(f"GRANT SELECT ON {name} TO {grantee}")
 
 
 def finish(conn: sa.Connection) -> None:
-    """The emptied old table dropped and the view made over the payloads alone, its grants
-    kept: one transaction."""
-    grantees = select_grants(conn, VIEW)
-    conn.exec_driver_sql(f"DROP VIEW IF EXISTS {VIEW}")
-    conn.exec_driver_sql(f"DROP TABLE IF EXISTS {LEGACY}")
-    conn.exec_driver_sql(view_sql(conn.dialect.name, legacy=False))
-    grant_select(conn, VIEW, grantees)
+    """The emptied old table dropped and the view made over the payloads alone: one
+    transaction."""
+
+    def drop() -> None:
+        conn.exec_driver_sql(f"DROP VIEW IF EXISTS {VIEW}")
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {LEGACY}")
+
+    replace(conn, drop, legacy=False)

@@ -80,7 +80,9 @@ def partition(conn: Connection, partitions: int) -> None:
     tables = _present(conn)
     _check_empty(conn, tables)
     saved = _definitions(conn, tables)
-    for name, _ in saved["views"]:
+    # Views in the order they were made (condensation_log reads condensation_forgotten, a view
+    # too since revision 0024): dropped last first, made again first first.
+    for name, _ in reversed(saved["views"]):
         conn.execute(text(f"DROP VIEW {name}"))
     for table, name, _ in saved["foreign_keys"]:
         conn.execute(text(f"ALTER TABLE {table} DROP CONSTRAINT {name}"))
@@ -199,9 +201,10 @@ def _definitions(conn: Connection, names: list[str]) -> dict[str, list[Any]]:
         tuple(row)
         for row in conn.execute(
             text(
-                "SELECT DISTINCT v.oid::regclass::text, pg_get_viewdef(v.oid) FROM pg_depend d "
-                "JOIN pg_rewrite r ON r.oid = d.objid JOIN pg_class v ON v.oid = r.ev_class "
-                "WHERE d.refobjid::regclass::text = ANY(:t) AND v.relkind = 'v' ORDER BY 1"
+                "SELECT v.oid::regclass::text, pg_get_viewdef(v.oid) FROM pg_class v "
+                "WHERE v.relkind = 'v' AND v.oid IN (SELECT r.ev_class FROM pg_depend d "
+                "JOIN pg_rewrite r ON r.oid = d.objid WHERE d.refobjid::regclass::text = ANY(:t)) "
+                "ORDER BY v.oid"
             ),
             tables,
         )

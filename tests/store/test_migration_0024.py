@@ -1,0 +1,169 @@
+"""Migration 0024 turns ``condensation_forgotten`` into a view of the condensations' payloads
+and ``condensations.not_in_view``, online and resumably. Taken down to 0023 (whose downgrade
+makes the table again from the view), a store holding condensations that list ids in the view,
+ids not in it and ids listed twice, migrated again, equals one built fresh at head: the same
+rows through the view, the same condensations rows, reads, analyst views, grants and verify.
+A migration killed half way (SQLite, a real SIGKILL of the migrating process), with a
+condensation appended meanwhile, finishes when run again."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import inspect, text
+from sqlalchemy.exc import OperationalError
+
+from viewstore import EventStore
+from viewstore.store.database.forgotten import LEGACY
+
+from ._helpers import LAYOUTS, A, C, O, S, U, layout_url
+from .test_migration_0022 import assert_equal_stores, fill
+from .test_migrations import downgrade, drift
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def condensing(store: EventStore, key: str, rounds: int) -> None:
+    """``rounds`` condensations, each forgetting its own pair, an id never stored and, twice
+    over, an id an earlier one forgot already."""
+    store.append(key, [S(), U("u")])
+    for i in range(rounds):
+        earlier = f"a{i - 1}" if i else "u"
+        forget = [f"a{i}", f"o{i}", f"ghost{i}", earlier, earlier]
+        store.append(key, [A(f"a{i}", f"t{i}", f"r{i}"), O(f"o{i}", f"t{i}"), C(f"c{i}", forget)])
+
+
+def forgotten_rows(store: EventStore) -> list[tuple[Any, ...]]:
+    with store.engine.connect() as conn:
+        found = conn.execute(
+            text(
+                "SELECT conversation_id, seq, event_id, was_in_view FROM condensation_forgotten "
+                "ORDER BY conversation_id, seq, event_id"
+            )
+        )
+        return [(c, int(s), e, bool(w)) for c, s, e, w in found]
+
+
+def condensation_rows(store: EventStore) -> list[tuple[Any, ...]]:
+    with store.engine.connect() as conn:
+        found = conn.execute(text("SELECT * FROM condensations ORDER BY conversation_id, seq"))
+        return [tuple(row) for row in found]
+
+
+def reader_grants(store: EventStore) -> set[tuple[str, str]]:
+    if store.engine.dialect.name != "postgresql":
+        return set()
+    with store.engine.connect() as conn:
+        found = conn.execute(
+            text(
+                "SELECT a.grantee::regrole::text, a.privilege_type FROM pg_class c "
+                "CROSS JOIN LATERAL aclexplode(c.relacl) a "
+                "WHERE c.relname = 'condensation_forgotten' AND a.grantee <> c.relowner "
+                "AND a.privilege_type = 'SELECT'"
+            )
+        )
+        return {(str(role), str(what)) for role, what in found}
+
+
+def populate(store: EventStore, rounds: int = 12) -> None:
+    fill(store)
+    condensing(store, "condensing", rounds)
+
+
+def assert_same(migrated: EventStore, fresh: EventStore) -> None:
+    assert forgotten_rows(migrated) == forgotten_rows(fresh)
+    assert condensation_rows(migrated) == condensation_rows(fresh)
+    for key in fresh.conversation_ids():
+        assert migrated.condensations(key) == fresh.condensations(key)
+    assert_equal_stores(migrated, fresh)
+    assert LEGACY not in inspect(migrated.engine).get_table_names()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_migrated_store_equals_a_fresh_one(
+    request: pytest.FixtureRequest, layout: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, partitions = layout_url(request, layout)
+    if layout == "sqlite":
+        fresh_url = f"sqlite:///{request.getfixturevalue('tmp_path')}/fresh.db"
+    else:
+        fresh_url = str(request.getfixturevalue("second_pg_url"))
+    monkeypatch.setenv("VIEWSTORE_MIGRATION_BATCH", "3")
+    with EventStore(url) as migrated, EventStore(fresh_url) as fresh:
+        migrated.create_schema(partitions=partitions)
+        populate(migrated)
+        rows = forgotten_rows(migrated)
+        assert {w for *_, w in rows} == {True, False}
+        granted = reader_grants(migrated)
+        assert granted or layout == "sqlite"  # 0009's reader may read it
+        downgrade(migrated, "0023")
+        assert "condensation_forgotten" in inspect(migrated.engine).get_table_names()
+        assert forgotten_rows(migrated) == rows  # the table again, as 0023 kept it
+        migrated.create_schema()
+        assert reader_grants(migrated) == granted
+        fresh.create_schema(partitions=partitions)
+        populate(fresh)
+        assert_same(migrated, fresh)
+        if partitions is None:
+            assert drift(migrated) == []
+
+
+_MIGRATE = "from viewstore import EventStore; EventStore({url!r}).create_schema()"
+_MOVED = "SELECT count(*) FROM condensations WHERE not_in_view IS NOT NULL"
+_MEANWHILE = [A("am", "tm", "rm"), O("om", "tm"), C("cm", ["am", "ghost-m"])]
+
+
+def test_a_killed_migration_finishes_when_run_again(tmp_path: Path) -> None:
+    url, fresh_url = f"sqlite:///{tmp_path}/killed.db", f"sqlite:///{tmp_path}/fresh.db"
+    with EventStore(url) as migrated:
+        migrated.create_schema()
+        populate(migrated, rounds=600)
+        downgrade(migrated, "0023")
+        env = {**os.environ, "VIEWSTORE_MIGRATION_BATCH": "1", "PYTHONPATH": str(REPO)}
+        process = subprocess.Popen(
+            [sys.executable, "-c", _MIGRATE.format(url=url)], env=env, cwd=tmp_path
+        )
+        meanwhile = threading.Thread(
+            target=migrated.append, args=("condensing", _MEANWHILE), daemon=True
+        )
+        try:
+            moved = 0
+            deadline = time.monotonic() + 120
+            while moved < 50 and process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+                with migrated.engine.connect() as conn, suppress(OperationalError):
+                    moved = conn.execute(text(_MOVED)).scalar_one()  # once the column is there
+            assert process.poll() is None, "the migration ended before it could be killed"
+            meanwhile.start()  # sent now, the kill not waiting for it (see test_migration_0022)
+            time.sleep(0.05)
+            process.send_signal(signal.SIGKILL)
+        finally:
+            process.wait()
+        meanwhile.join(timeout=60)
+        assert not meanwhile.is_alive()
+        with migrated.engine.connect() as conn:
+            stamped = conn.execute(
+                text("SELECT version_num FROM viewstore_alembic_version")
+            ).scalar_one()
+            left = conn.execute(text(f"SELECT count(*) FROM {LEGACY}")).scalar_one()
+        assert left > 0 and stamped == "0023"  # killed half way
+        assert migrated.verify().ok  # read half migrated: the view spans both
+        assert migrated.condensations("condensing")[-1].forgotten == (
+            ("am", True),
+            ("ghost-m", False),
+        )
+        migrated.create_schema()
+        with EventStore(fresh_url) as fresh:
+            fresh.create_schema()
+            populate(fresh, rounds=600)
+            fresh.append("condensing", _MEANWHILE)
+            assert_same(migrated, fresh)
