@@ -131,8 +131,10 @@ def test_a_killed_migration_finishes_when_run_again(tmp_path: Path) -> None:
                 text("SELECT version_num FROM viewstore_alembic_version")
             ).scalar_one()
         assert count(migrated, _ENVELOPES) > 0 and stamped == "0022"  # killed half way
-        assert migrated.view("long").event_ids[-1] == "meanwhile"  # read half migrated
-        assert migrated.verify().ok
+        # Read half migrated. Not verified here: verify reads what revision 0024 added, which
+        # this store, stopped before it, does not have yet (test_migration_0024 verifies one
+        # stopped half way through that revision).
+        assert migrated.view("long").event_ids[-1] == "meanwhile"
         migrated.create_schema()
         with EventStore(fresh_url) as fresh:
             fresh.create_schema()
