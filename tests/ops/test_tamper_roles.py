@@ -56,20 +56,30 @@ REFUSALS = re.compile(
     "permission denied|is append-only|are set once|violates foreign key constraint", re.I
 )
 #: Columns neither guarded nor checked, and why that is by design.
-HARMLESS = {
-    ("base_states", column): "the SDK's mutable snapshot (base_state.json): the writer rewrites "
-    "it after most events, so no guard or log entry can vouch for it; it is not part of the "
-    "audit trail"
-    for column in ("conversation_id", "revision", "at_version", "payload", "updated_at")
-} | {
-    ("conversation_sources", column.name): "what an agent server last said about the "
-    "conversation (title, status...): each post of the ingest overwrites it; it is not part of "
-    "the audit trail"
-    for column in metadata.tables["conversation_sources"].columns
-} | {
-    ("view_entries", "envelope"): "NULL since revision 0023, and read by nothing: a read builds "
-    "each Event from the row's id and its payload, so a value written there changes no read"
-}
+HARMLESS = (
+    {
+        (
+            "base_states",
+            column,
+        ): "the SDK's mutable snapshot (base_state.json): the writer rewrites "
+        "it after most events, so no guard or log entry can vouch for it; it is not part of the "
+        "audit trail"
+        for column in ("conversation_id", "revision", "at_version", "payload", "updated_at")
+    }
+    | {
+        ("conversation_sources", column.name): "what an agent server last said about the "
+        "conversation (title, status...): each post of the ingest overwrites it; it is not part of "
+        "the audit trail"
+        for column in metadata.tables["conversation_sources"].columns
+    }
+    | {
+        (
+            "view_entries",
+            "envelope",
+        ): "NULL since revision 0023, and read by nothing: a read builds "
+        "each Event from the row's id and its payload, so a value written there changes no read"
+    }
+)
 #: The row each table's forgery hits (a fork's where the table has them, for the lineage).
 ROWS = {
     "conversations": "id = 'f'",

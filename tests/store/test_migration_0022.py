@@ -7,12 +7,6 @@ append made meanwhile finishes when run again."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +15,8 @@ from sqlalchemy import text
 
 from viewstore import EventStore
 
-from ._helpers import LAYOUTS, A, C, O, S, U, layout_url
+from ._helpers import LAYOUTS, A, C, O, S, U
+from ._migrating import kill_half_way, migrated_and_fresh, stamped
 from .test_migrations import downgrade, drift
 from .test_view_rows import rich_history
 
@@ -114,11 +109,7 @@ def assert_equal_stores(migrated: EventStore, fresh: EventStore) -> None:
 def test_a_migrated_store_equals_a_fresh_one(
     request: pytest.FixtureRequest, layout: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url, partitions = layout_url(request, layout)
-    if layout == "sqlite":
-        fresh_url = f"sqlite:///{request.getfixturevalue('tmp_path')}/fresh.db"
-    else:
-        fresh_url = str(request.getfixturevalue("second_pg_url"))
+    url, partitions, fresh_url = migrated_and_fresh(request, layout)
     monkeypatch.setenv("VIEWSTORE_MIGRATION_BATCH", "37")  # many batches, one cut mid-fork
     with EventStore(url) as migrated, EventStore(fresh_url) as fresh:
         migrated.create_schema(partitions=partitions)
@@ -140,51 +131,23 @@ def test_a_migrated_store_equals_a_fresh_one(
             assert drift(migrated) == []
 
 
-_MIGRATE = "from viewstore import EventStore; EventStore({url!r}).create_schema()"
-
-
 def test_a_killed_migration_finishes_when_run_again(tmp_path: Path) -> None:
     url, fresh_url = f"sqlite:///{tmp_path}/killed.db", f"sqlite:///{tmp_path}/fresh.db"
     with EventStore(url) as migrated:
         migrated.create_schema()
         fill(migrated, pairs=1500)
         downgrade(migrated, "0021")
-        env = {**os.environ, "VIEWSTORE_MIGRATION_BATCH": "1", "PYTHONPATH": str(REPO)}
-        process = subprocess.Popen(
-            [sys.executable, "-c", _MIGRATE.format(url=url)], env=env, cwd=tmp_path
+        dropped = "SELECT count(*) FROM view_entries WHERE NOT is_summary AND payload IS NULL"
+        kill_half_way(
+            migrated, url, dropped, 100, lambda: migrated.append("long", [U("meanwhile")])
         )
-        count = text("SELECT count(*) FROM view_entries WHERE NOT is_summary AND payload IS NULL")
-        meanwhile = threading.Thread(
-            target=migrated.append, args=("long", [U("meanwhile")]), daemon=True
-        )
-        try:
-            dropped = 0
-            deadline = time.monotonic() + 120
-            while dropped < 100 and process.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.01)
-                with migrated.engine.connect() as conn:
-                    dropped = conn.execute(count).scalar_one()
-            assert process.poll() is None, "the migration ended before it could be killed"
-            # Appends go on while it runs. This one is sent now and the migration killed without
-            # waiting for it: under load, SQLite's busy handler can keep a writer waiting
-            # through many batches, and a kill after it could find the migration done.
-            meanwhile.start()
-            time.sleep(0.05)
-            process.send_signal(signal.SIGKILL)
-        finally:
-            process.wait()
-        meanwhile.join(timeout=60)
-        assert not meanwhile.is_alive()
         with migrated.engine.connect() as conn:
             left = conn.execute(
                 text(
                     "SELECT count(*) FROM view_entries WHERE NOT is_summary AND payload IS NOT NULL"
                 )
             ).scalar_one()
-            stamped = conn.execute(
-                text("SELECT version_num FROM viewstore_alembic_version")
-            ).scalar_one()
-        assert left > 0 and stamped == "0021"  # killed half way
+        assert left > 0 and stamped(migrated) == "0021"  # killed half way
         # Read half migrated. Not verified here: verify reads what revision 0024 added, which
         # this store, stopped before it, does not have yet (test_migration_0024 verifies one
         # stopped half way through that revision).

@@ -7,12 +7,6 @@ process) with an append made meanwhile finishes when run again."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +14,8 @@ from sqlalchemy import text
 
 from viewstore import EventStore
 
-from ._helpers import LAYOUTS, U, layout_url
+from ._helpers import LAYOUTS, U
+from ._migrating import kill_half_way, migrated_and_fresh, stamped
 from .test_migration_0022 import assert_equal_stores, fill
 from .test_migrations import downgrade, drift
 
@@ -71,11 +66,7 @@ def assert_envelopes_as_0022_read_them(store: EventStore) -> None:
 def test_a_migrated_store_equals_a_fresh_one(
     request: pytest.FixtureRequest, layout: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url, partitions = layout_url(request, layout)
-    if layout == "sqlite":
-        fresh_url = f"sqlite:///{request.getfixturevalue('tmp_path')}/fresh.db"
-    else:
-        fresh_url = str(request.getfixturevalue("second_pg_url"))
+    url, partitions, fresh_url = migrated_and_fresh(request, layout)
     monkeypatch.setenv("VIEWSTORE_MIGRATION_BATCH", "37")
     with EventStore(url) as migrated, EventStore(fresh_url) as fresh:
         migrated.create_schema(partitions=partitions)
@@ -93,44 +84,17 @@ def test_a_migrated_store_equals_a_fresh_one(
             assert drift(migrated) == []
 
 
-_MIGRATE = "from viewstore import EventStore; EventStore({url!r}).create_schema()"
-
-
 def test_a_killed_migration_finishes_when_run_again(tmp_path: Path) -> None:
     url, fresh_url = f"sqlite:///{tmp_path}/killed.db", f"sqlite:///{tmp_path}/fresh.db"
     with EventStore(url) as migrated:
         migrated.create_schema()
         fill(migrated, pairs=1500)
         downgrade(migrated, "0022")
-        rows = count(migrated, _ROWS)
-        env = {**os.environ, "VIEWSTORE_MIGRATION_BATCH": "1", "PYTHONPATH": str(REPO)}
-        process = subprocess.Popen(
-            [sys.executable, "-c", _MIGRATE.format(url=url)], env=env, cwd=tmp_path
+        emptied = "SELECT count(*) FROM view_entries WHERE envelope IS NULL"
+        kill_half_way(
+            migrated, url, emptied, 100, lambda: migrated.append("long", [U("meanwhile")])
         )
-        meanwhile = threading.Thread(
-            target=migrated.append, args=("long", [U("meanwhile")]), daemon=True
-        )
-        try:
-            emptied = 0
-            deadline = time.monotonic() + 120
-            while emptied < 100 and process.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.01)
-                emptied = rows - count(migrated, _ENVELOPES)
-            assert process.poll() is None, "the migration ended before it could be killed"
-            # Sent now and the migration killed without waiting for it (test_migration_0022
-            # says why).
-            meanwhile.start()
-            time.sleep(0.05)
-            process.send_signal(signal.SIGKILL)
-        finally:
-            process.wait()
-        meanwhile.join(timeout=60)
-        assert not meanwhile.is_alive()
-        with migrated.engine.connect() as conn:
-            stamped = conn.execute(
-                text("SELECT version_num FROM viewstore_alembic_version")
-            ).scalar_one()
-        assert count(migrated, _ENVELOPES) > 0 and stamped == "0022"  # killed half way
+        assert count(migrated, _ENVELOPES) > 0 and stamped(migrated) == "0022"  # killed half way
         # Read half migrated. Not verified here: verify reads what revision 0024 added, which
         # this store, stopped before it, does not have yet (test_migration_0024 verifies one
         # stopped half way through that revision).

@@ -8,24 +8,17 @@ condensation appended meanwhile, finishes when run again."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import threading
-import time
-from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import inspect, text
-from sqlalchemy.exc import OperationalError
 
 from viewstore import EventStore
 from viewstore.store.database.forgotten import LEGACY
 
-from ._helpers import LAYOUTS, A, C, O, S, U, layout_url
+from ._helpers import LAYOUTS, A, C, O, S, U
+from ._migrating import kill_half_way, migrated_and_fresh, stamped
 from .test_migration_0022 import assert_equal_stores, fill
 from .test_migrations import downgrade, drift
 
@@ -92,11 +85,7 @@ def assert_same(migrated: EventStore, fresh: EventStore) -> None:
 def test_a_migrated_store_equals_a_fresh_one(
     request: pytest.FixtureRequest, layout: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url, partitions = layout_url(request, layout)
-    if layout == "sqlite":
-        fresh_url = f"sqlite:///{request.getfixturevalue('tmp_path')}/fresh.db"
-    else:
-        fresh_url = str(request.getfixturevalue("second_pg_url"))
+    url, partitions, fresh_url = migrated_and_fresh(request, layout)
     monkeypatch.setenv("VIEWSTORE_MIGRATION_BATCH", "3")
     with EventStore(url) as migrated, EventStore(fresh_url) as fresh:
         migrated.create_schema(partitions=partitions)
@@ -117,7 +106,6 @@ def test_a_migrated_store_equals_a_fresh_one(
             assert drift(migrated) == []
 
 
-_MIGRATE = "from viewstore import EventStore; EventStore({url!r}).create_schema()"
 _MOVED = "SELECT count(*) FROM condensations WHERE not_in_view IS NOT NULL"
 _MEANWHILE = [A("am", "tm", "rm"), O("om", "tm"), C("cm", ["am", "ghost-m"])]
 
@@ -128,34 +116,10 @@ def test_a_killed_migration_finishes_when_run_again(tmp_path: Path) -> None:
         migrated.create_schema()
         populate(migrated, rounds=600)
         downgrade(migrated, "0023")
-        env = {**os.environ, "VIEWSTORE_MIGRATION_BATCH": "1", "PYTHONPATH": str(REPO)}
-        process = subprocess.Popen(
-            [sys.executable, "-c", _MIGRATE.format(url=url)], env=env, cwd=tmp_path
-        )
-        meanwhile = threading.Thread(
-            target=migrated.append, args=("condensing", _MEANWHILE), daemon=True
-        )
-        try:
-            moved = 0
-            deadline = time.monotonic() + 120
-            while moved < 50 and process.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.01)
-                with migrated.engine.connect() as conn, suppress(OperationalError):
-                    moved = conn.execute(text(_MOVED)).scalar_one()  # once the column is there
-            assert process.poll() is None, "the migration ended before it could be killed"
-            meanwhile.start()  # sent now, the kill not waiting for it (see test_migration_0022)
-            time.sleep(0.05)
-            process.send_signal(signal.SIGKILL)
-        finally:
-            process.wait()
-        meanwhile.join(timeout=60)
-        assert not meanwhile.is_alive()
+        kill_half_way(migrated, url, _MOVED, 50, lambda: migrated.append("condensing", _MEANWHILE))
         with migrated.engine.connect() as conn:
-            stamped = conn.execute(
-                text("SELECT version_num FROM viewstore_alembic_version")
-            ).scalar_one()
             left = conn.execute(text(f"SELECT count(*) FROM {LEGACY}")).scalar_one()
-        assert left > 0 and stamped == "0023"  # killed half way
+        assert left > 0 and stamped(migrated) == "0023"  # killed half way
         assert migrated.verify().ok  # read half migrated: the view spans both
         assert migrated.condensations("condensing")[-1].forgotten == (
             ("am", True),

@@ -84,7 +84,9 @@ def not_in_view(listed: frozenset[str] | set[str], left: set[str]) -> str:
 
 
 def exists(conn: sa.Connection, name: str) -> bool:
-    return name in sa.inspect(conn).get_table_names() + sa.inspect(conn).get_view_names()
+    """Whether the store's schema has a table or view ``name``."""
+    inspector = sa.inspect(conn)
+    return name in inspector.get_table_names() or name in inspector.get_view_names()
 
 
 # Keyset from the last batch's last condensation: the rows deleted before it are never
