@@ -412,3 +412,23 @@ def test_event_is_frozen() -> None:
     with pytest.raises(Exception, match="frozen"):
         event.id = "y"  # type: ignore[misc]
     assert isinstance(event, Event)
+
+
+def test_a_stored_payload_rebuilds_the_event_parse_event_made() -> None:
+    """``stored_event`` (a view read's rebuild, revision 0023) takes every field from where
+    ``parse_event`` took it: equal Events for every event of the vectors a view can hold, the
+    summaries their condensations insert included."""
+    from viewstore.events import stored_event, summary_event  # noqa: PLC0415
+
+    cases = sorted((Path(__file__).parent / "data" / "vectors" / "cases").glob("*.jsonl"))
+    rebuilt = 0
+    for case in cases:
+        for line in case.read_text().splitlines():
+            event = parse_event(line)
+            if event.role is Role.CONDENSATION:
+                if not event.inserts_summary:
+                    continue
+                event = summary_event(event)
+            assert stored_event(event.id, event.payload_json) == event, (case.name, event.id)
+            rebuilt += 1
+    assert rebuilt > 1000

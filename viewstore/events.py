@@ -266,6 +266,39 @@ def _build(obj: dict[str, Any], max_bytes: int | None) -> Event:
     return Event.model_validate(data)
 
 
+_CARRIES_CALL = frozenset({Role.ACTION, Role.OBSERVATION})
+# A stored payload was checked when appended (depth, duplicate keys): the plain decoder reads
+# it back, without json.loads's argument checks.
+_decode = json.JSONDecoder().raw_decode
+
+
+def stored_event(event_id: str, payload_json: str) -> Event:
+    """The Event ``_build`` made of a payload the store validated when it was appended, rebuilt
+    from that payload without validating it again (see ``Event.trusted``): the same fields from
+    the same places, for an event a view can hold (no condensation: its forgotten ids and
+    offset are not read back)."""
+    obj, _ = _decode(payload_json)
+    kind = obj["kind"]
+    role = KIND_ROLES.get(kind, Role.OTHER)
+    action = role is Role.ACTION
+    return Event.trusted(
+        kind=kind,
+        id=event_id,
+        role=role,
+        known_kind=kind in KIND_ROLES,
+        source=obj.get("source"),
+        timestamp=obj.get("timestamp"),
+        parent_id=obj.get("parent_id"),
+        tool_call_id=obj["tool_call_id"] if role in _CARRIES_CALL else None,
+        llm_response_id=obj["llm_response_id"] if action else None,
+        thinking=action and bool(obj.get("thinking_blocks")),
+        forgotten_event_ids=frozenset(),
+        summary=obj.get("summary") if kind == SUMMARY_KIND else None,
+        summary_offset=None,
+        payload_json=payload_json,
+    )
+
+
 class _Fields:
     """Typed access to the top-level fields of one raw event, with precise errors."""
 

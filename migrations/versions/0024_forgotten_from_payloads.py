@@ -28,7 +28,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from viewstore.store.database import forgotten, payload_once
+from viewstore.store.database import forgotten, payload_once, roles
 
 revision = "0024"
 down_revision = "0023"
@@ -90,14 +90,11 @@ def downgrade() -> None:
         )
 
     forgotten.replace(bind, make_table, legacy=None)
-    if bind.dialect.name == "postgresql":
-        # The writer role of revision 0008 inserted the rows.
-        op.execute(
-            "DO $$ DECLARE writer text := 'viewstore_writer_' || current_database(); BEGIN "
-            "IF octet_length(writer) > 63 THEN writer := 'viewstore_writer_' || "
-            "md5(current_database()); END IF; "
-            "IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = writer) THEN "
-            "EXECUTE format('GRANT INSERT ON condensation_forgotten TO %I', writer); "
-            "END IF; END $$"
-        )
+    if bind.dialect.name == "postgresql":  # the writer role of revision 0008 inserted the rows
+        database = bind.execute(sa.text("SELECT current_database()")).scalar_one()
+        writer = roles.role_name("writer", database)
+        if bind.execute(
+            sa.text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": writer}
+        ).first():
+            op.execute(f'GRANT INSERT ON condensation_forgotten TO "{writer}"')
     op.drop_column("condensations", "not_in_view")

@@ -89,39 +89,54 @@ def exists(conn: sa.Connection, name: str) -> bool:
     return name in inspector.get_table_names() or name in inspector.get_view_names()
 
 
-# Keyset from the last batch's last condensation: the rows deleted before it are never
-# walked again (on PostgreSQL they stay in the index until VACUUM).
-_NEXT = (
-    f"SELECT DISTINCT conversation_id, seq FROM {LEGACY} "
-    "WHERE conversation_id > :c OR (conversation_id = :c AND seq > :s) "
-    "ORDER BY conversation_id, seq LIMIT :n"
+# A batch: the next ``:n`` condensations of the old rows, by keyset from the last batch's last
+# one (rows deleted before it are never walked again; on PostgreSQL they stay in the index
+# until VACUUM), then all their rows in one range.
+_AFTER = "(conversation_id > :c OR (conversation_id = :c AND seq > :s))"
+_UPTO = "(conversation_id < :d OR (conversation_id = :d AND seq <= :t))"
+_LAST = (
+    f"SELECT conversation_id, seq FROM (SELECT DISTINCT conversation_id, seq FROM {LEGACY} "
+    f"WHERE {_AFTER} ORDER BY conversation_id, seq LIMIT :n) AS b "
+    "ORDER BY conversation_id DESC, seq DESC LIMIT 1"
 )
-_OLD_ROWS = f"SELECT event_id, was_in_view FROM {LEGACY} WHERE conversation_id = :c AND seq = :s"
+_OLD_ROWS = (
+    f"SELECT conversation_id, seq, event_id, was_in_view FROM {LEGACY} WHERE {_AFTER} AND {_UPTO}"
+)
 _SET = (
     "UPDATE condensations SET not_in_view = :v WHERE conversation_id = :c AND seq = :s "
     "AND not_in_view IS NULL"
 )
-_DELETE = f"DELETE FROM {LEGACY} WHERE conversation_id = :c AND seq = :s"
+_DELETE = f"DELETE FROM {LEGACY} WHERE {_AFTER} AND {_UPTO}"
 
 
 def move(conn: sa.Connection, batch: int | None = None) -> int:
     """Take each condensation's old rows into its ``not_in_view`` and delete them, ``batch``
-    condensations per transaction; returns the batches run. The rows left are the work left:
-    a run killed half way and started again finds them."""
+    condensations per transaction (four statements each); returns the batches run. The rows
+    left are the work left: a run killed half way and started again finds them."""
     size = batch or int(os.environ.get("VIEWSTORE_MIGRATION_BATCH", BATCH))
-    batches, after = 0, {"c": "", "s": 0}  # before every key: ids are not empty, seqs >= 1
+    after: dict[str, object] = {"c": "", "s": 0}  # before every key: ids not empty, seqs >= 1
+    batches = 0
     while True:
-        found = conn.execute(sa.text(_NEXT), {**after, "n": size}).all()
-        if not found:
+        last = conn.execute(sa.text(_LAST), {**after, "n": size}).first()
+        if last is None:
             return batches
-        after = {"c": found[-1][0], "s": found[-1][1]}
-        for conversation_id, seq in found:
-            key = {"c": conversation_id, "s": seq}
-            old = conn.execute(sa.text(_OLD_ROWS), key).all()
-            value = not_in_view({row[0] for row in old}, {row[0] for row in old if row[1]})
-            conn.execute(sa.text(_SET), {**key, "v": value})
-            conn.execute(sa.text(_DELETE), key)
+        bounds = {**after, "d": last[0], "t": last[1]}
+        listed: dict[tuple[str, int], set[str]] = {}
+        left: dict[tuple[str, int], set[str]] = {}
+        for conversation_id, seq, event_id, was_in_view in conn.execute(sa.text(_OLD_ROWS), bounds):
+            listed.setdefault((conversation_id, seq), set()).add(event_id)
+            if was_in_view:
+                left.setdefault((conversation_id, seq), set()).add(event_id)
+        conn.execute(
+            sa.text(_SET),
+            [
+                {"c": c, "s": s, "v": not_in_view(ids, left.get((c, s), set()))}
+                for (c, s), ids in listed.items()
+            ],
+        )
+        conn.execute(sa.text(_DELETE), bounds)
         conn.commit()
+        after = {"c": last[0], "s": last[1]}
         batches += 1
 
 

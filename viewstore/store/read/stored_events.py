@@ -13,45 +13,19 @@ payload or builds an Event.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from viewstore.events import KIND_ROLES, SUMMARY_KIND, Event, Role
+from viewstore.events import Event, stored_event
 
 #: One fetched row: event id, payload JSON.
 EventRow = tuple[str, str]
 
-_CARRIES_CALL = frozenset({Role.ACTION, Role.OBSERVATION})
-# A stored payload was checked when appended (depth, duplicate keys): the plain decoder reads
-# it back, without json.loads's argument checks.
-_decode = json.JSONDecoder().raw_decode
-
 
 def event_from_row(row: EventRow | Sequence[Any]) -> Event:
-    """The Event of a stored payload, as ``viewstore.events.parse_event`` built it when it was
-    appended, without validating it again (see ``Event.trusted``)."""
+    """The Event of a fetched row (``viewstore.events.stored_event``)."""
     event_id, payload = row
-    obj, _ = _decode(payload)
-    kind = obj["kind"]
-    role = KIND_ROLES.get(kind, Role.OTHER)
-    action = role is Role.ACTION
-    return Event.trusted(
-        kind=kind,
-        id=event_id,
-        role=role,
-        known_kind=kind in KIND_ROLES,
-        source=obj.get("source"),
-        timestamp=obj.get("timestamp"),
-        parent_id=obj.get("parent_id"),
-        tool_call_id=obj["tool_call_id"] if role in _CARRIES_CALL else None,
-        llm_response_id=obj["llm_response_id"] if action else None,
-        thinking=action and bool(obj.get("thinking_blocks")),
-        forgotten_event_ids=frozenset(),  # a view holds no condensation
-        summary=obj.get("summary") if kind == SUMMARY_KIND else None,
-        summary_offset=None,
-        payload_json=payload,
-    )
+    return stored_event(event_id, payload)
 
 
 class StoredEvents(Sequence[Event]):
