@@ -48,3 +48,17 @@ def _midpoint(lower: str, upper: str) -> str:
         return lower[:common] + chr((ord(low) + ord(high)) // 2)
     # Adjacent digits: anything that starts with lower and is longer sorts between the two.
     return lower + _MID
+
+
+#: Above every key: keys hold digits only, and ``:`` follows ``9``.
+_ABOVE_ALL = ":"
+
+
+def event_keys_between(after: int, before: int) -> tuple[str, str]:
+    """Keys ``(low, high)`` such that every event entry with ``after < seq < before`` has a key
+    strictly between them. An event's entry keeps ``seq_key(seq)`` for life, so a range of seqs
+    is a range of keys (with the summaries placed among them, which a reader tells apart);
+    ``after`` may be negative and ``before`` past any seq."""
+    low = seq_key(max(after, 0))
+    high = seq_key(before) if before < 10**SEQ_WIDTH else _ABOVE_ALL
+    return low, high

@@ -16,7 +16,8 @@ An empty table (a new store, migrated in one transaction) and SQLite get a plain
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import sqlalchemy as sa
 
@@ -28,16 +29,11 @@ IndexSpec = tuple[str, str]
 
 def create(bind: sa.Connection, table: str, indexes: Sequence[IndexSpec]) -> None:
     """Create ``indexes`` on ``table`` in a migration: online where the table holds rows."""
-    populated = bind.dialect.name == "postgresql" and bool(
-        bind.execute(sa.text(f"SELECT EXISTS (SELECT 1 FROM {table})")).scalar()
-    )
-    if not populated:
+    if not _populated(bind, table):
         for name, definition in indexes:
             bind.execute(sa.text(f"CREATE INDEX IF NOT EXISTS {name} ON {table} {definition}"))
         return
-    bind.commit()
-    autocommit = bind.execution_options(isolation_level="AUTOCOMMIT")
-    try:
+    with _autocommit(bind) as autocommit:
         partitions = [
             str(name)
             for name in autocommit.execute(
@@ -50,6 +46,44 @@ def create(bind: sa.Connection, table: str, indexes: Sequence[IndexSpec]) -> Non
         ]
         for name, definition in indexes:
             _build(autocommit, table, name, definition, partitions)
+
+
+def drop(bind: sa.Connection, table: str, names: Sequence[str]) -> None:
+    """Drop the indexes ``names`` of ``table`` in a migration: on a PostgreSQL store holding
+    rows, each by ``DROP INDEX CONCURRENTLY``, which waits for the transactions using the index
+    instead of queueing every append behind its lock. A partitioned table's index takes no
+    concurrent drop: dropped in the migration's transaction (a change of the catalogue)."""
+    populated = _populated(bind, table)
+    partitioned = populated and bool(
+        bind.execute(
+            sa.text("SELECT relkind = 'p' FROM pg_class WHERE oid = to_regclass(:t)"),
+            {"t": table},
+        ).scalar()
+    )
+    if not populated or partitioned:
+        for name in names:
+            bind.execute(sa.text(f"DROP INDEX IF EXISTS {name}"))
+        return
+    with _autocommit(bind) as autocommit:
+        for name in names:
+            autocommit.execute(sa.text(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
+
+
+def _populated(bind: sa.Connection, table: str) -> bool:
+    return bind.dialect.name == "postgresql" and bool(
+        bind.execute(sa.text(f"SELECT EXISTS (SELECT 1 FROM {table})")).scalar()
+    )
+
+
+@contextmanager
+def _autocommit(bind: sa.Connection) -> Iterator[sa.Connection]:
+    """The migration's connection out of its transaction (what the migration did so far
+    committed, and the migration lock with it), in autocommit mode; the lock is taken again
+    after."""
+    bind.commit()
+    autocommit = bind.execution_options(isolation_level="AUTOCOMMIT")
+    try:
+        yield autocommit
     finally:
         bind.commit()  # ends SQLAlchemy's autobegun (autocommit) transaction: nothing to commit
         bind.execution_options(isolation_level=bind.default_isolation_level)

@@ -212,15 +212,8 @@ view_entries = Table(
         postgresql_where=text("left_seq IS NULL"),
         sqlite_where=text("left_seq IS NULL"),
     ),
-    # What a resume computed from rows reads besides the live view (migration 0019); a row
-    # enters them when it leaves the view, never on an append.
-    Index(
-        "ix_view_entries_left",
-        "conversation_id",
-        "seq",
-        postgresql_where=text("left_seq IS NOT NULL"),
-        sqlite_where=text("left_seq IS NOT NULL"),
-    ),
+    # What a resume computed from rows reads besides the live view and the primary key
+    # (migrations 0019, 0025); a row enters it when it leaves the view, never on an append.
     Index(
         "ix_view_entries_left_actions",
         "conversation_id",

@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection
 
 from viewstore.events import KIND_ROLES, STATE_UPDATE_KIND, Role
+from viewstore.order_key import event_keys_between
 from viewstore.store.read import lineage, reads
 from viewstore.store.read.reads import _fetch, bind_list
 from viewstore.view.enforcement import enforce_properties
@@ -56,8 +57,8 @@ _CURRENT = (
 # Each query reads one conversation's part of a lineage (a fork's sources hold its shared
 # prefix, ``viewstore.store.read.lineage``): seqs, or for left rows the seqs they left at, in
 # ``:lo < x <= :hi``. A conversation that is not a fork is one part, from 0 to the end.
-# Rows that left the view are read through ix_view_entries_left(_actions), whose predicates
-# these repeat (migration 0019); a current row is in hand from the live view's read.
+# The actions that left the view are read through ix_view_entries_left_actions, whose
+# predicate this repeats (migration 0019); a current row is in hand from the live view's read.
 _FORGOTTEN_ACTIONS = (
     "SELECT event_id, llm_response_id FROM view_entries WHERE conversation_id = :c "
     "AND left_seq IS NOT NULL AND left_seq > :lo AND left_seq <= :hi AND role = 'action' "
@@ -81,8 +82,12 @@ _STRETCH_LOG = (
     "SELECT seq, event_id, kind FROM events WHERE conversation_id = :c "
     "AND seq > :a AND seq < :b AND seq > :lo AND seq <= :hi ORDER BY seq"
 )
+# The stretch's rows that left are read by their keys from the primary key (an event's row is
+# keyed by its seq: viewstore.order_key), not from an index of their own (revision 0025): the
+# stretch is short by construction, and its live rows, read and passed over here, are few.
 _STRETCH_LEFT = (
-    f"SELECT {_FACTS} FROM view_entries WHERE conversation_id = :c AND left_seq IS NOT NULL "
+    f"SELECT {_FACTS} FROM view_entries WHERE conversation_id = :c "
+    "AND order_key > :ka AND order_key < :kb AND left_seq IS NOT NULL "
     "AND NOT is_summary AND seq > :a AND seq < :b AND seq > :lo AND seq <= :hi"
 )
 
@@ -204,7 +209,11 @@ def _stretch(
     rows = {seq: item for seq, item in held.items() if bounds["a"] < seq < bounds["b"]}
     own = {"c": c, "lo": -1, "hi": _END}
     for scope in (own, *(part for part in parts if part["c"] != c)):
-        for row in _fetch(conn, _STRETCH_LEFT, {**scope, **bounds}):
+        low, high = event_keys_between(
+            max(bounds["a"], scope["lo"]), min(bounds["b"], scope["hi"] + 1)
+        )
+        keys = {"ka": low, "kb": high}
+        for row in _fetch(conn, _STRETCH_LEFT, {**scope, **bounds, **keys}):
             rows.setdefault(row[0], _item(row))
     log: list[_Item] = []
     for part in parts:
