@@ -175,9 +175,11 @@ def upgrade() -> None:
         op.alter_column("view_entries", "payload", existing_type=sa.Text(), nullable=True)
         _postgres_log_storage(bind, compressed=True)
     _replace_views(bind, _create_joined_views)
-    # Revision 0023's own DDL, here too: an append made while the batches below run comes from
-    # code that writes an event's row without an envelope (revision 0023).
+    # Revisions 0023's and 0026's own DDL, here too: an append made while the batches below
+    # run comes from code that writes an event's row without an envelope (revision 0023), id
+    # or kind (revision 0026).
     payload_once.envelope_nullable(bind, nullable=True)
+    payload_once.ids_nullable(bind, nullable=True)
     if bind.execute(sa.text("SELECT 1 FROM view_entries LIMIT 1")).first() is None:
         return  # a new store: nothing to move, and the migration stays one transaction
     # Committed here: the DDL above, the revisions before. The batches below take the write

@@ -14,6 +14,7 @@ from sqlalchemy import Connection, create_engine, text
 
 from viewstore import EventStore
 
+from ..store._helpers import view_row_of
 from ._helpers import condensed_history, guard_off, message
 
 OLD = {"sqlite": "2020-01-01 00:00:00.000000", "postgresql": "2020-01-01 00:00:00+00:00"}
@@ -113,7 +114,7 @@ CASES: list[tuple[str, object, str]] = [
     ),
     (
         "view-row-tool-call-id",
-        ["UPDATE view_entries SET tool_call_id = 'tc9' WHERE event_id = 'm3'"],
+        [f"UPDATE view_entries SET tool_call_id = 'tc9' WHERE {view_row_of('m3')}"],
         "1 view rows differ from replay (first: event 'm3'",
     ),
 ]

@@ -136,6 +136,16 @@ def dump(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
     return out
 
 
+def view_row_of(event_id: str) -> str:
+    """A SQL test for ``view_entries`` naming the row of ``event_id`` (a literal id): a
+    summary's row by the id it holds, an event's by its seq in the log, since an event's row
+    holds no id (revision 0026)."""
+    return (
+        f"(event_id = '{event_id}' OR (NOT is_summary AND seq = (SELECT e.seq FROM events e "
+        f"WHERE e.event_id = '{event_id}' AND e.conversation_id = view_entries.conversation_id)))"
+    )
+
+
 def count_rows(engine: Engine, table: str, where: str = "1=1", **params: Any) -> int:
     with engine.connect() as conn:
         value = conn.execute(text(f"SELECT count(*) FROM {table} WHERE {where}"), params)

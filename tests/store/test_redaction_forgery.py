@@ -77,7 +77,14 @@ def _rewrite(conn: Connection, event_id: str, payload: str) -> None:
         )
     conn.execute(
         update(view_entries)
-        .where(view_entries.c.event_id == event_id, view_entries.c.is_summary.is_(False))
+        .where(
+            view_entries.c.conversation_id == "c",
+            view_entries.c.seq
+            == select(events.c.seq)
+            .where(events.c.conversation_id == "c", events.c.event_id == event_id)
+            .scalar_subquery(),
+            view_entries.c.is_summary.is_(False),
+        )
         .values(payload=payload)
     )
 

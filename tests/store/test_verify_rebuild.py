@@ -8,7 +8,7 @@ from sqlalchemy import text
 
 from viewstore import EventStore
 
-from ._helpers import A, C, M, O, R, S, U, triple
+from ._helpers import A, C, M, O, R, S, U, triple, view_row_of
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
@@ -44,12 +44,12 @@ def test_verify_is_ok_on_healthy_data(filled: EventStore) -> None:
     [
         (  # an entry that never left the view
             f"UPDATE view_entries SET left_seq = NULL WHERE conversation_id = '{CID}' "
-            "AND event_id = 'u1'",
+            f"AND {view_row_of('u1')}",
             "view rows differ from replay",
         ),
         (  # another event shown in its place
             f"UPDATE view_entries SET event_id = 'forged' WHERE conversation_id = '{CID}' "
-            "AND event_id = 'm1'",
+            f"AND {view_row_of('m1')}",
             "view rows differ from replay",
         ),
         (  # an index that is not one

@@ -33,7 +33,7 @@ from viewstore.store.database.schema import (
     manipulation_indices,
     view_entries,
 )
-from viewstore.store.read import lineage
+from viewstore.store.read import lineage, logged_ids, reads
 from viewstore.view import TrackerState
 
 K = TypeVar("K", str, int)
@@ -342,34 +342,63 @@ def insert_condensations(
 
 # A condensation reruns the view rules over the current entries and only ever closes them (new
 # rows come from events), so it loads no copies: on a long view they are most of the bytes.
-_VIEW_RULE_COLUMNS = tuple(
-    view_entries.c[name]
-    for name in (
-        "order_key", "event_id", "seq", "kind", "role", "tool_call_id", "llm_response_id",
-        "thinking", "entered_seq", "left_seq", "is_summary",
-    )
+_RULE_NAMES = (
+    "order_key", "event_id", "seq", "kind", "role", "tool_call_id", "llm_response_id",
+    "thinking", "entered_seq", "left_seq", "is_summary", "holder",
 )  # fmt: skip
+_SEQ, _HOLDER, _ID, _KIND = (
+    _RULE_NAMES.index(name) for name in ("seq", "holder", "event_id", "kind")
+)
 # What a row holds of its event: a summary's, or a copy a row of a store migrating to revision
 # 0022 still carries; the rest is read from the log (``_logged_fields``).
-_COPY_COLUMNS = tuple(
-    view_entries.c[name] for name in ("payload", "source", "timestamp", "parent_id", "holder")
-)
 _FIELDS = ("payload", "source", "timestamp", "parent_id")
+_COPY_COLUMNS = tuple(view_entries.c[name] for name in _FIELDS)
 
 
-def _entry_from_row(row: Row[Any], **copies: Any) -> ViewEntry:
+def _rule_rows(
+    conn: Connection, conversation_id: str, *where: Any, copies: bool = False
+) -> list[Sequence[Any]]:
+    """The rows of ``conversation_id`` that match ``where``, in view order: the columns of
+    ``_RULE_NAMES`` (an event's id and kind from its log row: ``logged_ids``), then with
+    ``copies`` those of ``_FIELDS``."""
+    own_log = view_entries.outerjoin(
+        events,
+        and_(
+            events.c.conversation_id == conversation_id,
+            events.c.seq == view_entries.c.seq,
+            view_entries.c.holder.is_(None),
+        ),
+    )
+    logged = {
+        "event_id": func.coalesce(view_entries.c.event_id, events.c.event_id),
+        "kind": func.coalesce(view_entries.c.kind, events.c.kind),
+    }
+    columns = [logged.get(name, view_entries.c[name]) for name in _RULE_NAMES]
+    found = conn.execute(
+        select(*columns, *(_COPY_COLUMNS if copies else ()))
+        .select_from(own_log)
+        .where(view_entries.c.conversation_id == conversation_id, *where)
+        .order_by(view_entries.c.order_key)
+    ).all()
+    return logged_ids.from_holders(
+        conn, [tuple(row) for row in found], seq=_SEQ, holder=_HOLDER, event_id=_ID, kind=_KIND
+    )
+
+
+def _entry_from_row(row: Sequence[Any], **copies: Any) -> ViewEntry:
+    values = dict(zip(_RULE_NAMES, row, strict=False))
     return ViewEntry(
-        order_key=row.order_key,
-        id=row.event_id,
-        seq=row.seq,
-        kind=row.kind,
-        role=Role(row.role),
-        tool_call_id=row.tool_call_id,
-        llm_response_id=row.llm_response_id,
-        thinking=row.thinking,
-        entered_seq=row.entered_seq,
-        left_seq=row.left_seq,
-        is_summary=row.is_summary,
+        order_key=values["order_key"],
+        id=values["event_id"],
+        seq=values["seq"],
+        kind=values["kind"],
+        role=Role(values["role"]),
+        tool_call_id=values["tool_call_id"],
+        llm_response_id=values["llm_response_id"],
+        thinking=values["thinking"],
+        entered_seq=values["entered_seq"],
+        left_seq=values["left_seq"],
+        is_summary=values["is_summary"],
         **copies,
     )
 
@@ -384,28 +413,19 @@ def load_current_view(
         if as_of is None
         else alive_at(view_entries.c.entered_seq, view_entries.c.left_seq, as_of)
     )
-    rows = conn.execute(
-        select(*_VIEW_RULE_COLUMNS)
-        .where(view_entries.c.conversation_id == conversation_id, alive)
-        .order_by(view_entries.c.order_key)
-    )
-    return [_entry_from_row(row) for row in rows]
+    return [_entry_from_row(row) for row in _rule_rows(conn, conversation_id, alive)]
 
 
 def load_all_entries(conn: Connection, conversation_id: str) -> list[ViewEntry]:
     """Every entry the conversation ever had, complete as a read sees it (an event's payload
     and fields from the log its row names, a summary's from the row)."""
-    rows = conn.execute(
-        select(*_VIEW_RULE_COLUMNS, *_COPY_COLUMNS)
-        .where(view_entries.c.conversation_id == conversation_id)
-        .order_by(view_entries.c.order_key)
-    ).all()
+    rows = _rule_rows(conn, conversation_id, copies=True)
     logged = _logged_fields(conn, conversation_id, rows)
     found = []
     for row in rows:
-        own = [getattr(row, name) for name in _FIELDS]
-        if not row.is_summary:
-            log = logged.get((row.holder or conversation_id, row.seq), (None,) * len(_FIELDS))
+        own = list(row[len(_RULE_NAMES) :])
+        if not row[_RULE_NAMES.index("is_summary")]:
+            log = logged.get((row[_HOLDER] or conversation_id, row[_SEQ]), (None,) * len(_FIELDS))
             own = [
                 mine if mine is not None else theirs for mine, theirs in zip(own, log, strict=True)
             ]
@@ -414,23 +434,16 @@ def load_all_entries(conn: Connection, conversation_id: str) -> list[ViewEntry]:
 
 
 def _logged_fields(
-    conn: Connection, conversation_id: str, rows: Sequence[Row[Any]]
+    conn: Connection, conversation_id: str, rows: Sequence[Sequence[Any]]
 ) -> dict[tuple[str, int], tuple[Any, ...]]:
     """The log's payload and fields of the events these rows name, by (holder, seq): one
     statement per holder and few hundred seqs, each naming a single conversation."""
+    is_summary = _RULE_NAMES.index("is_summary")
     wanted: dict[str, list[int]] = {}
     for row in rows:
-        if not row.is_summary:
-            wanted.setdefault(row.holder or conversation_id, []).append(row.seq)
-    found: dict[tuple[str, int], tuple[Any, ...]] = {}
-    for holder, seqs in wanted.items():
-        for part in chunks(seqs):
-            query = select(events.c.seq, *(events.c[name] for name in _FIELDS)).where(
-                events.c.conversation_id == holder, events.c.seq.in_(part)
-            )
-            for seq, *fields in conn.execute(query):
-                found[holder, seq] = tuple(fields)
-    return found
+        if not row[is_summary]:
+            wanted.setdefault(row[_HOLDER] or conversation_id, []).append(row[_SEQ])
+    return reads.logged_by_seq(conn, wanted, ", ".join(_FIELDS))
 
 
 def load_index_rows(conn: Connection, conversation_id: str) -> list[tuple[int, int, int | None]]:
@@ -467,9 +480,9 @@ def entry_params(
     return {
         "conversation_id": conversation_id,
         "order_key": entry.order_key,
-        "event_id": entry.id,
+        "event_id": entry.id if own else None,
         "seq": entry.seq,
-        "kind": entry.kind,
+        "kind": entry.kind if own else None,
         "role": entry.role.value,
         "tool_call_id": entry.tool_call_id,
         "llm_response_id": entry.llm_response_id,

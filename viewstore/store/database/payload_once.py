@@ -21,7 +21,8 @@ done so far done, and finishes. Space: PostgreSQL reuses what the NULLed copies 
 
 Revision 0023 goes on the same way for the rows' envelopes (``drop_envelopes``): a read builds
 each Event from its payload, where every field the envelope repeated is, and no longer reads
-them.
+them. Revision 0026 does for an event's id and kind (``drop_ids``): a reader takes them from
+the log row it joins for the payload (``viewstore.store.read.logged_ids``).
 """
 
 from __future__ import annotations
@@ -55,6 +56,10 @@ _DROP = (
     f"WHERE {_AFTER} AND NOT is_summary AND payload IS NOT NULL"
 )
 _DROP_ENVELOPES = f"UPDATE view_entries SET envelope = NULL WHERE {_AFTER} AND envelope IS NOT NULL"
+_DROP_IDS = (
+    "UPDATE view_entries SET event_id = NULL, kind = NULL "
+    f"WHERE {_AFTER} AND NOT is_summary AND event_id IS NOT NULL"
+)
 _UPTO = " AND (conversation_id < :d OR (conversation_id = :d AND order_key <= :l))"
 
 
@@ -87,6 +92,12 @@ def drop_envelopes(conn: sa.Connection, batch: int | None = None) -> int:
     return _in_batches(conn, _DROP_ENVELOPES, batch)
 
 
+def drop_ids(conn: sa.Connection, batch: int | None = None) -> int:
+    """Set the ids and kinds of events in their view rows to NULL (revision 0026), ``batch``
+    rows per transaction; returns the batches run."""
+    return _in_batches(conn, _DROP_IDS, batch)
+
+
 def _in_batches(conn: sa.Connection, statement: str, batch: int | None) -> int:
     """Run ``statement`` over the view rows in key order, ``batch`` rows per transaction."""
     size = batch or batch_size()
@@ -109,16 +120,18 @@ def relock(conn: sa.Connection) -> None:
     revisions.migration_lock(conn)
 
 
-def sqlite_not_null(bind: sa.Connection, table: str, column: str, *, not_null: bool) -> None:
-    """Add or drop ``NOT NULL`` on a ``TEXT`` column in the table's stored text: SQLite cannot
-    alter a column's constraint, and its documented way for a change that leaves every stored
-    byte as it is, is to edit ``sqlite_schema`` under ``writable_schema``. The schema version is
-    bumped so every connection reloads it."""
+def sqlite_not_null(
+    bind: sa.Connection, table: str, column: str, *, not_null: bool, type_: str = "TEXT"
+) -> None:
+    """Add or drop ``NOT NULL`` on a column of type ``type_`` (as the table's text spells it)
+    in the table's stored text: SQLite cannot alter a column's constraint, and its documented
+    way for a change that leaves every stored byte as it is, is to edit ``sqlite_schema`` under
+    ``writable_schema``. The schema version is bumped so every connection reloads it."""
     sql = bind.exec_driver_sql(
         "SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?", (table,)
     ).scalar_one()
-    wanted = f"{column} TEXT NOT NULL" if not_null else f"{column} TEXT"
-    changed = re.sub(rf"\b{column} TEXT( NOT NULL)?(?=,)", wanted, sql, count=1)
+    wanted = f"{column} {type_} NOT NULL" if not_null else f"{column} {type_}"
+    changed = re.sub(rf"\b{column} {re.escape(type_)}( NOT NULL)?(?=,)", wanted, sql, count=1)
     if changed == sql:
         return
     version = bind.exec_driver_sql("PRAGMA schema_version").scalar_one()
@@ -183,4 +196,37 @@ def fill_envelopes(bind: sa.Connection) -> None:
     bind.exec_driver_sql(
         f"UPDATE view_entries SET envelope = {packed.format(r=row, e=row)} "
         "WHERE envelope IS NULL AND is_summary"
+    )
+
+
+#: ``view_entries``' columns that name an event, as SQLite's stored text of the table spells
+#: their types (revision 0026 makes them nullable).
+_ID_COLUMNS = {"event_id": "VARCHAR(512)", "kind": "VARCHAR(255)"}
+
+
+def ids_nullable(bind: sa.Connection, *, nullable: bool) -> None:
+    """``view_entries.event_id`` and ``kind`` may hold NULL (revision 0026) or not. Instant on
+    both backends: no stored byte changes."""
+    for column, type_ in _ID_COLUMNS.items():
+        if bind.dialect.name == "sqlite":
+            sqlite_not_null(bind, "view_entries", column, not_null=not nullable, type_=type_)
+        else:
+            bind.exec_driver_sql(
+                f"ALTER TABLE view_entries ALTER COLUMN {column} "
+                + ("DROP NOT NULL" if nullable else "SET NOT NULL")
+            )
+
+
+def fill_ids(bind: sa.Connection) -> None:
+    """Write back the id and kind of every event's row from its log row (the holder's, for a
+    fork's copied row), for the code of revisions before 0026, which reads them (a
+    downgrade)."""
+    bind.exec_driver_sql(
+        """
+        UPDATE view_entries SET (event_id, kind) = (
+            SELECT e.event_id, e.kind FROM events e
+            WHERE e.conversation_id = COALESCE(view_entries.holder, view_entries.conversation_id)
+            AND e.seq = view_entries.seq)
+        WHERE event_id IS NULL
+        """
     )

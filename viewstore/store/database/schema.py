@@ -178,9 +178,11 @@ view_entries = Table(
     metadata,
     Column("conversation_id", CONVERSATION_ID, nullable=False),
     Column("order_key", ORDER_KEY, nullable=False),
-    Column("event_id", ID, nullable=False),
+    # A summary's id and kind. NULL on an event's row: a read takes them from the log row its
+    # seq (and holder) name, as it does the payload (revision 0026; store/read/logged_ids.py).
+    Column("event_id", ID, nullable=True),
     Column("seq", BigInteger, nullable=False),  # the event's seq; a summary: its condensation's
-    Column("kind", String(255), nullable=False),
+    Column("kind", String(255), nullable=True),
     Column("role", String(16), nullable=False),
     Column("tool_call_id", Text, nullable=True),
     Column("llm_response_id", Text, nullable=True),

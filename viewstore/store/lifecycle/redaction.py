@@ -148,7 +148,7 @@ def redact(
         .where(events.c.conversation_id == at.owner, events.c.seq == at.seq)
         .values(payload=payload)
     )
-    _redact_copies(conn, at, event_id, parse_event(payload), holders)
+    _redact_copies(conn, at, parse_event(payload), holders)
     return to_record(values)
 
 
@@ -214,9 +214,7 @@ def _refuse_uncheckable(at: _Located, event_id: str, chain_key: bytes | None) ->
         )
 
 
-def _redact_copies(
-    conn: Connection, at: _Located, event_id: str, event: Event, holders: Sequence[str]
-) -> None:
+def _redact_copies(conn: Connection, at: _Located, event: Event, holders: Sequence[str]) -> None:
     """Every copy the store keeps: for a condensation, its summary in its own table and in
     the summary rows of the conversation and of every fork that shares the event
     (``holders``). An event's view rows hold no copy of its payload since revision 0022; one
@@ -227,7 +225,6 @@ def _redact_copies(
             .where(
                 view_entries.c.conversation_id == holder,
                 view_entries.c.seq == at.seq,
-                view_entries.c.event_id == event_id,
                 view_entries.c.is_summary.is_(False),
                 view_entries.c.payload.is_not(None),
             )

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, TypeVar
 from sqlalchemy import Connection, Row, select, text
 
 from viewstore.errors import ConversationNotFoundError
+from viewstore.order_key import seq_key
 from viewstore.store.database.schema import conversations, events
 from viewstore.store.database.translate import driver_errors
 from viewstore.store.read import lineage
@@ -40,9 +41,10 @@ _CONVERSATION = (
 # An event's payload is the log's, joined on its primary key; a summary's is its row's (the
 # log has no row of it: the join finds its condensation's, which the coalesce passes over).
 # Outer join: a row keeps its copy while a store migrates to revision 0022, and reads it.
-# Only the id and the payload: every field of the Event is in its payload (revision 0023).
+# Only the id and the payload: every field of the Event is in its payload (revision 0023). An
+# event's id is its log row's too (revision 0026; a summary's row holds its own).
 _ENTRIES = (
-    "SELECT v.event_id, COALESCE(v.payload, e.payload) FROM view_entries v "
+    "SELECT COALESCE(v.event_id, e.event_id), COALESCE(v.payload, e.payload) FROM view_entries v "
     "LEFT JOIN events e ON e.conversation_id = :c AND e.seq = v.seq "
     "WHERE v.conversation_id = :c AND "
 )
@@ -54,7 +56,7 @@ _FORK_ENTRIES = (
     "SELECT v.event_id, v.payload, v.seq, v.holder FROM view_entries v "
     "WHERE v.conversation_id = :c AND "
 )
-_LOGGED = "SELECT seq, payload FROM events WHERE conversation_id = :h AND seq IN ({})"
+_LOGGED = "SELECT seq, {} FROM events WHERE conversation_id = :h AND seq IN ({})"
 _CURRENT = "v.left_seq IS NULL ORDER BY v.order_key"
 _AS_OF = "v.entered_seq <= :s AND (v.left_seq IS NULL OR v.left_seq > :s) ORDER BY v.order_key"
 #: (current, as of a seq), by whether the rows may name a holder (a fork's).
@@ -123,44 +125,88 @@ def read_view(
 def in_view(
     conn: Connection, conversation_id: str, event_ids: Sequence[str], as_of: int | None
 ) -> set[str]:
-    """Which of ``event_ids`` the view holds (now, or right after ``as_of``)."""
+    """Which of ``event_ids`` the view holds (now, or right after ``as_of``): a summary by the
+    id its row holds, an event by its seq in the lineage's logs, which is its row's key
+    (``viewstore.order_key``; its row names it by seq only, revision 0026)."""
     if not event_ids:
         return set()
     listed, bound = bind_list("e", event_ids)
+    row = lineage_row(conn, conversation_id)
     if as_of is not None:
-        conversation_id = _rows_holding(conn, conversation_id, as_of)
-    params: dict[str, Any] = {"c": conversation_id, "s": as_of, **bound}
+        row = lineage_row(conn, lineage.owner(conn, row, as_of))
     alive = (
         "left_seq IS NULL"
         if as_of is None
         else ("entered_seq <= :s AND (left_seq IS NULL OR left_seq > :s)")
     )
-    sql = (
-        "SELECT event_id FROM view_entries WHERE conversation_id = :c AND "
-        f"event_id IN ({listed}) AND {alive}"
-    )
-    return {event_id for (event_id,) in _fetch(conn, sql, params)}
+    params: dict[str, Any] = {"c": row.id, "s": as_of}
+    found = {
+        str(event_id)
+        for (event_id,) in _fetch(conn, _HELD_SUMMARIES.format(listed, alive), {**params, **bound})
+    }
+    named: dict[int, str] = {}
+    for segment in lineage.segments(conn, row):
+        upto = _END if segment.upto is None else segment.upto
+        part = {"h": segment.conversation_id, "lo": segment.after, "hi": upto}
+        for seq, event_id in _fetch(conn, _LOGGED_IDS.format(listed), {**part, **bound}):
+            named[int(seq)] = str(event_id)
+    seqs = sorted(named)
+    for start in range(0, len(seqs), _IN_LIST):
+        keys, bound_keys = bind_list("k", [seq_key(seq) for seq in seqs[start : start + _IN_LIST]])
+        held = _fetch(conn, _HELD_EVENTS.format(keys, alive), {**params, **bound_keys})
+        found.update(named[int(seq)] for (seq,) in held)
+    return found
+
+
+_HELD_SUMMARIES = (
+    "SELECT event_id FROM view_entries WHERE conversation_id = :c AND is_summary "
+    "AND event_id IN ({}) AND {}"
+)
+_LOGGED_IDS = (
+    "SELECT seq, event_id FROM events WHERE conversation_id = :h AND event_id IN ({}) "
+    "AND seq > :lo AND seq <= :hi"
+)
+_HELD_EVENTS = (
+    "SELECT seq FROM view_entries WHERE conversation_id = :c AND order_key IN ({}) "
+    "AND NOT is_summary AND {}"
+)
+_END = 2**62  # past any seq
 
 
 def _fork_entries(conn: Connection, sql: str, params: dict[str, Any]) -> Sequence[Any]:
-    """A fork's view rows (``_FORK_ENTRIES``) as (event id, payload): a payload the row does
-    not hold is read from its holder's log (the row's own conversation's when it names none),
-    by seq, a few hundred at a time."""
+    """A fork's view rows (``_FORK_ENTRIES``) as (event id, payload): an event's, which the row
+    does not hold, is read from its holder's log (the row's own conversation's when it names
+    none), by seq, a few hundred at a time."""
     found = _fetch(conn, sql, params)
     wanted: dict[str, list[int]] = {}
     for _, payload, seq, holder in found:
         if payload is None:
             wanted.setdefault(holder or params["c"], []).append(seq)
-    logged: dict[tuple[str, int], str] = {}
+    logged = logged_by_seq(conn, wanted, "event_id, payload")
+    entries = []
+    for own_id, own_payload, seq, holder in found:
+        if own_payload is not None:  # a summary's
+            entries.append((own_id, own_payload))
+            continue
+        logged_id, payload = logged.get((holder or params["c"], seq), (None, None))
+        entries.append((own_id or logged_id, payload))  # own: a row 0026 has not reached
+    return entries
+
+
+def logged_by_seq(
+    conn: Connection, wanted: dict[str, list[int]], columns: str
+) -> dict[tuple[str, int], tuple[Any, ...]]:
+    """The log's ``columns`` of the events at these seqs of each conversation (``wanted``), by
+    (conversation, seq): one statement per conversation and few hundred seqs, so each names a
+    single conversation."""
+    logged: dict[tuple[str, int], tuple[Any, ...]] = {}
     for holder, seqs in wanted.items():
         for start in range(0, len(seqs), _IN_LIST):
             listed, bound = bind_list("q", seqs[start : start + _IN_LIST])
-            for seq, payload in _fetch(conn, _LOGGED.format(listed), {"h": holder, **bound}):
-                logged[holder, seq] = payload
-    return [
-        (event_id, logged.get((holder or params["c"], seq)) if payload is None else payload)
-        for event_id, payload, seq, holder in found
-    ]
+            sql = _LOGGED.format(columns, listed)
+            for seq, *values in _fetch(conn, sql, {"h": holder, **bound}):
+                logged[holder, seq] = tuple(values)
+    return logged
 
 
 _IN_LIST = 500  # seqs per IN (...): far below every backend's bound-parameter limit

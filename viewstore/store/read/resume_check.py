@@ -30,8 +30,8 @@ from sqlalchemy import Connection
 
 from viewstore.events import KIND_ROLES, STATE_UPDATE_KIND, Role
 from viewstore.order_key import event_keys_between
-from viewstore.store.read import lineage, reads
-from viewstore.store.read.reads import _fetch, bind_list
+from viewstore.store.read import lineage, logged_ids, reads
+from viewstore.store.read.reads import _END, _fetch, bind_list
 from viewstore.view.enforcement import enforce_properties
 
 
@@ -49,10 +49,12 @@ _TOOL_ROLES = (Role.ACTION, Role.OBSERVATION)
 _TOOL_KINDS = ", ".join(
     f"'{kind}'" for kind, role in sorted(KIND_ROLES.items()) if role in _TOOL_ROLES
 )
-_FACTS = "seq, event_id, role, tool_call_id, llm_response_id, thinking"
+# An event's id is its log row's (revision 0026): the conversation's own log is joined, and a
+# fork's copied rows get theirs from their holders' (``logged_ids``); the holder comes last.
+_FACTS = f"v.seq, {logged_ids.EVENT_ID}, v.role, v.tool_call_id, v.llm_response_id, v.thinking"
+_ROWS = f"FROM view_entries v {logged_ids.OWN_LOG} WHERE v.conversation_id = :c"
 _CURRENT = (
-    f"SELECT {_FACTS}, is_summary FROM view_entries "
-    "WHERE conversation_id = :c AND left_seq IS NULL ORDER BY order_key"
+    f"SELECT {_FACTS}, v.is_summary, v.holder {_ROWS} AND v.left_seq IS NULL ORDER BY v.order_key"
 )
 # Each query reads one conversation's part of a lineage (a fork's sources hold its shared
 # prefix, ``viewstore.store.read.lineage``): seqs, or for left rows the seqs they left at, in
@@ -60,9 +62,9 @@ _CURRENT = (
 # The actions that left the view are read through ix_view_entries_left_actions, whose
 # predicate this repeats (migration 0019); a current row is in hand from the live view's read.
 _FORGOTTEN_ACTIONS = (
-    "SELECT event_id, llm_response_id FROM view_entries WHERE conversation_id = :c "
-    "AND left_seq IS NOT NULL AND left_seq > :lo AND left_seq <= :hi AND role = 'action' "
-    "AND ({})"
+    f"SELECT {logged_ids.EVENT_ID}, v.llm_response_id, v.seq, v.holder {_ROWS} "
+    "AND v.left_seq IS NOT NULL AND v.left_seq > :lo AND v.left_seq <= :hi "
+    "AND v.role = 'action' AND ({})"
 )
 
 
@@ -86,13 +88,10 @@ _STRETCH_LOG = (
 # keyed by its seq: viewstore.order_key), not from an index of their own (revision 0025): the
 # stretch is short by construction, and its live rows, read and passed over here, are few.
 _STRETCH_LEFT = (
-    f"SELECT {_FACTS} FROM view_entries WHERE conversation_id = :c "
-    "AND order_key > :ka AND order_key < :kb AND left_seq IS NOT NULL "
-    "AND NOT is_summary AND seq > :a AND seq < :b AND seq > :lo AND seq <= :hi"
+    f"SELECT {_FACTS}, v.holder {_ROWS} "
+    "AND v.order_key > :ka AND v.order_key < :kb AND v.left_seq IS NOT NULL "
+    "AND NOT v.is_summary AND v.seq > :a AND v.seq < :b AND v.seq > :lo AND v.seq <= :hi"
 )
-
-
-_END = 2**62  # past any seq
 
 
 def _item(row: Any) -> _Item:
@@ -121,7 +120,9 @@ def resume_items(
     held: dict[int, _Item] = {}  # the live view's events (not its summaries) by seq
     tool_seqs: list[int] = []
     responses: set[str | None] = set()
-    for row in _fetch(conn, _CURRENT, {"c": c}):
+    for row in logged_ids.from_holders(
+        conn, _fetch(conn, _CURRENT, {"c": c}), seq=0, holder=7, event_id=1
+    ):
         item = _item(row)
         current.append(item)
         if row[6]:
@@ -167,14 +168,16 @@ def _forgotten_actions(
     at seq ``s`` is recorded by the conversation whose part of the lineage holds ``s``."""
     named = sorted(r for r in responses if r is not None)
     listed, bound = bind_list("r", named)
-    tests = [f"llm_response_id IN ({listed})"] if named else []
+    tests = [f"v.llm_response_id IN ({listed})"] if named else []
     if None in responses:
-        tests.append("llm_response_id IS NULL")
+        tests.append("v.llm_response_id IS NULL")
     sql = _FORGOTTEN_ACTIONS.format(" OR ".join(tests))
     return [
         _Item(event_id, Role.ACTION, None, response, False)
         for part in parts
-        for event_id, response in _fetch(conn, sql, {**part, **bound})
+        for event_id, response, *_ in logged_ids.from_holders(
+            conn, _fetch(conn, sql, {**part, **bound}), seq=2, holder=3, event_id=0
+        )
     ]
 
 
@@ -213,7 +216,8 @@ def _stretch(
             max(bounds["a"], scope["lo"]), min(bounds["b"], scope["hi"] + 1)
         )
         keys = {"ka": low, "kb": high}
-        for row in _fetch(conn, _STRETCH_LEFT, {**scope, **bounds, **keys}):
+        left = _fetch(conn, _STRETCH_LEFT, {**scope, **bounds, **keys})
+        for row in logged_ids.from_holders(conn, left, seq=0, holder=6, event_id=1):
             rows.setdefault(row[0], _item(row))
     log: list[_Item] = []
     for part in parts:
