@@ -149,7 +149,8 @@ def in_view(
         upto = _END if segment.upto is None else segment.upto
         part = {"h": segment.conversation_id, "lo": segment.after, "hi": upto}
         for seq, event_id in _fetch(conn, _LOGGED_IDS.format(listed), {**part, **bound}):
-            named[int(seq)] = str(event_id)
+            if part["lo"] < seq <= part["hi"]:
+                named[int(seq)] = str(event_id)
     seqs = sorted(named)
     for start in range(0, len(seqs), _IN_LIST):
         keys, bound_keys = bind_list("k", [seq_key(seq) for seq in seqs[start : start + _IN_LIST]])
@@ -162,10 +163,9 @@ _HELD_SUMMARIES = (
     "SELECT event_id FROM view_entries WHERE conversation_id = :c AND is_summary "
     "AND event_id IN ({}) AND {}"
 )
-_LOGGED_IDS = (
-    "SELECT seq, event_id FROM events WHERE conversation_id = :h AND event_id IN ({}) "
-    "AND seq > :lo AND seq <= :hi"
-)
+# By the unique (conversation_id, event_id) index; the segment's bounds are applied to what it
+# finds (given to the server, they made SQLite scan the log's primary key instead).
+_LOGGED_IDS = "SELECT seq, event_id FROM events WHERE conversation_id = :h AND event_id IN ({})"
 _HELD_EVENTS = (
     "SELECT seq FROM view_entries WHERE conversation_id = :c AND order_key IN ({}) "
     "AND NOT is_summary AND {}"
