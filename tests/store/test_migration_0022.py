@@ -132,26 +132,36 @@ def test_a_migrated_store_equals_a_fresh_one(
 
 
 def test_a_killed_migration_finishes_when_run_again(tmp_path: Path) -> None:
+    # Not verified half way: verify reads what revision 0024 added, which this store, stopped
+    # before it, does not have yet (test_migration_0024 verifies one stopped half way through
+    # that revision).
+    killed_and_run_again(
+        tmp_path,
+        "0021",
+        done="SELECT count(*) FROM view_entries WHERE NOT is_summary AND payload IS NULL",
+        left="SELECT count(*) FROM view_entries WHERE NOT is_summary AND payload IS NOT NULL",
+    )
+
+
+def killed_and_run_again(
+    tmp_path: Path, stop_at: str, *, done: str, left: str, verified: bool = False
+) -> None:
+    """A store filled at head is taken down to ``stop_at`` and migrated back up in another
+    process, killed once the query ``done`` counts 100, an append sent meanwhile. Half
+    migrated (the query ``left`` counts some, the version is still ``stop_at``) it reads, and
+    with ``verified`` verifies; run again, it equals a store built fresh at head."""
     url, fresh_url = f"sqlite:///{tmp_path}/killed.db", f"sqlite:///{tmp_path}/fresh.db"
     with EventStore(url) as migrated:
         migrated.create_schema()
         fill(migrated, pairs=1500)
-        downgrade(migrated, "0021")
-        dropped = "SELECT count(*) FROM view_entries WHERE NOT is_summary AND payload IS NULL"
-        kill_half_way(
-            migrated, url, dropped, 100, lambda: migrated.append("long", [U("meanwhile")])
-        )
+        downgrade(migrated, stop_at)
+        kill_half_way(migrated, url, done, 100, lambda: migrated.append("long", [U("meanwhile")]))
         with migrated.engine.connect() as conn:
-            left = conn.execute(
-                text(
-                    "SELECT count(*) FROM view_entries WHERE NOT is_summary AND payload IS NOT NULL"
-                )
-            ).scalar_one()
-        assert left > 0 and stamped(migrated) == "0021"  # killed half way
-        # Read half migrated. Not verified here: verify reads what revision 0024 added, which
-        # this store, stopped before it, does not have yet (test_migration_0024 verifies one
-        # stopped half way through that revision).
+            still = conn.execute(text(left)).scalar_one()
+        assert still > 0 and stamped(migrated) == stop_at  # killed half way
         assert migrated.view("long").event_ids[-1] == "meanwhile"
+        if verified:
+            assert migrated.verify().ok
         migrated.create_schema()
         with EventStore(fresh_url) as fresh:
             fresh.create_schema()

@@ -14,9 +14,9 @@ from sqlalchemy import text
 
 from viewstore import EventStore
 
-from ._helpers import LAYOUTS, U
-from ._migrating import kill_half_way, migrated_and_fresh, stamped
-from .test_migration_0022 import assert_equal_stores, fill
+from ._helpers import LAYOUTS
+from ._migrating import migrated_and_fresh
+from .test_migration_0022 import assert_equal_stores, fill, killed_and_run_again
 from .test_migrations import downgrade, drift
 
 _HELD = "SELECT count(*) FROM view_entries WHERE NOT is_summary AND event_id IS NOT NULL"
@@ -63,22 +63,11 @@ def test_a_migrated_store_equals_a_fresh_one(
 
 
 def test_a_killed_migration_finishes_when_run_again(tmp_path: Path) -> None:
-    url, fresh_url = f"sqlite:///{tmp_path}/killed.db", f"sqlite:///{tmp_path}/fresh.db"
-    with EventStore(url) as migrated:
-        migrated.create_schema()
-        fill(migrated, pairs=1500)
-        downgrade(migrated, "0025")
-        emptied = "SELECT count(*) FROM view_entries WHERE event_id IS NULL"
-        kill_half_way(
-            migrated, url, emptied, 100, lambda: migrated.append("long", [U("meanwhile")])
-        )
-        assert count(migrated, _HELD) > 0 and stamped(migrated) == "0025"  # killed half way
-        # Half migrated, it reads and verifies: a row holding its copies reads them.
-        assert migrated.view("long").event_ids[-1] == "meanwhile"
-        assert migrated.verify().ok
-        migrated.create_schema()
-        with EventStore(fresh_url) as fresh:
-            fresh.create_schema()
-            fill(fresh, pairs=1500)
-            fresh.append("long", [U("meanwhile")])
-            assert_equal_stores(migrated, fresh)
+    # Verified half way: a row still holding its copies is read by them, equal to the log's.
+    killed_and_run_again(
+        tmp_path,
+        "0025",
+        done="SELECT count(*) FROM view_entries WHERE event_id IS NULL",
+        left=_HELD,
+        verified=True,
+    )
