@@ -144,8 +144,8 @@ def test_verify_names_every_forged_column(db_url: str, tamper: object, problem: 
 
 
 def test_a_forged_kind_changes_what_readers_see_and_verify_says_so(db_url: str) -> None:
-    """Why ``kind`` matters: the as-of request flag, the log as read and the feed read the
-    column."""
+    """Why ``kind`` matters: the as-of request flag, the log as read, the feed and the event's
+    view row (which takes its kind from the log, revision 0026) read the column."""
     with EventStore(db_url) as store:
         store.create_schema()
         store.append("c", condensed_history())
@@ -166,7 +166,8 @@ def test_a_forged_kind_changes_what_readers_see_and_verify_says_so(db_url: str) 
         # transaction of the server, so it is not asserted here) reports the column.
         assert store.events("c")[3].kind == "CondensationRequest"
         assert store.verify().problems == [
-            "c: seq 4: events.kind is 'CondensationRequest', the payload says 'MessageEvent'"
+            "c: seq 4: events.kind is 'CondensationRequest', the payload says 'MessageEvent'",
+            "c: 1 view rows differ from replay (first: event 'm2', entered at seq 4)",
         ]
 
 
