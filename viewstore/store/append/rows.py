@@ -346,8 +346,8 @@ _RULE_NAMES = (
     "order_key", "event_id", "seq", "kind", "role", "tool_call_id", "llm_response_id",
     "thinking", "entered_seq", "left_seq", "is_summary", "holder",
 )  # fmt: skip
-_SEQ, _HOLDER, _ID, _KIND = (
-    _RULE_NAMES.index(name) for name in ("seq", "holder", "event_id", "kind")
+_SEQ, _HOLDER, _ID, _KIND, _IS_SUMMARY = (
+    _RULE_NAMES.index(name) for name in ("seq", "holder", "event_id", "kind", "is_summary")
 )
 # What a row holds of its event: a summary's, or a copy a row of a store migrating to revision
 # 0022 still carries; the rest is read from the log (``_logged_fields``).
@@ -424,7 +424,7 @@ def load_all_entries(conn: Connection, conversation_id: str) -> list[ViewEntry]:
     found = []
     for row in rows:
         own = list(row[len(_RULE_NAMES) :])
-        if not row[_RULE_NAMES.index("is_summary")]:
+        if not row[_IS_SUMMARY]:
             log = logged.get((row[_HOLDER] or conversation_id, row[_SEQ]), (None,) * len(_FIELDS))
             own = [
                 mine if mine is not None else theirs for mine, theirs in zip(own, log, strict=True)
@@ -438,10 +438,9 @@ def _logged_fields(
 ) -> dict[tuple[str, int], tuple[Any, ...]]:
     """The log's payload and fields of the events these rows name, by (holder, seq): one
     statement per holder and few hundred seqs, each naming a single conversation."""
-    is_summary = _RULE_NAMES.index("is_summary")
     wanted: dict[str, list[int]] = {}
     for row in rows:
-        if not row[is_summary]:
+        if not row[_IS_SUMMARY]:
             wanted.setdefault(row[_HOLDER] or conversation_id, []).append(row[_SEQ])
     return reads.logged_by_seq(conn, wanted, ", ".join(_FIELDS))
 

@@ -131,9 +131,9 @@ def in_view(
     if not event_ids:
         return set()
     listed, bound = bind_list("e", event_ids)
-    row = lineage_row(conn, conversation_id)
     if as_of is not None:
-        row = lineage_row(conn, lineage.owner(conn, row, as_of))
+        conversation_id = _rows_holding(conn, conversation_id, as_of)
+    row = lineage_row(conn, conversation_id)
     alive = (
         "left_seq IS NULL"
         if as_of is None
@@ -185,7 +185,7 @@ def _fork_entries(conn: Connection, sql: str, params: dict[str, Any]) -> Sequenc
     logged = logged_by_seq(conn, wanted, "event_id, payload")
     entries = []
     for own_id, own_payload, seq, holder in found:
-        if own_payload is not None:  # a summary's
+        if own_payload is not None:  # a summary's, or a copy a row migrating to 0022 holds
             entries.append((own_id, own_payload))
             continue
         logged_id, payload = logged.get((holder or params["c"], seq), (None, None))
