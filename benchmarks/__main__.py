@@ -9,7 +9,8 @@ store-postgresql.json, web-sqlite.json, web-postgresql.json, web-load-sqlite.jso
 web-load-postgresql.json, prune-sqlite.json,
 prune-postgresql.json, scale-sqlite.json, scale-postgresql.json, fork-sqlite.json,
 fork-postgresql.json, footprint-sqlite.json, footprint-postgresql.json,
-footprint-design-sqlite.json, footprint-design-postgresql.json, server-append.json,
+footprint-design-sqlite.json, footprint-design-postgresql.json, append-floor-sqlite.json,
+server-append.json,
 async-sqlite.json, async-postgresql.json, partitions.json, follow-sqlite.json,
 follow-postgresql.json, openhands-sqlite.json /
 openhands-postgresql.json where the OpenHands SDK is installed, and ingest.json where
@@ -32,6 +33,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from benchmarks import (
+    bench_append_floor,
     bench_async,
     bench_cli,
     bench_follow,
@@ -95,6 +97,7 @@ QUICK_SCALE = ["--stages", "30,90", "--repeat", "2"]
 QUICK_FORK = ["--events", "300", "--repeat", "1", "--blocks", "2"]
 QUICK_FOOTPRINT = ["--events", "400", "--repeat", "1"]
 QUICK_FOOTPRINT_DESIGN = ["--events", "400"]
+QUICK_APPEND_FLOOR = ["--blocks", "2", "--block", "40"]
 QUICK_SERVER_APPEND = ["--blocks", "3", "--block", "5"]
 QUICK_WEB_LOAD = ["--events", "300", "--clients", "4", "--seconds", "1", "--workers", "2"]
 QUICK_ASYNC = ["--conversations", "4", "--appends", "3", "--rounds", "2", "--pool", "4"]
@@ -186,6 +189,12 @@ def _sqlite(quick: bool, scratch: Path, results: Path) -> None:
         ["--url", f"sqlite:///{scratch / 'footprint-design.db'}"]
         + ["--output", str(results / "footprint-design-sqlite.json")]
         + (QUICK_FOOTPRINT_DESIGN if quick else [])
+    )
+    print("\n== the one-event append, page by page, and in a slimmer schema, SQLite", flush=True)
+    bench_append_floor.main(
+        ["--url", f"sqlite:///{scratch / 'append-floor.db'}"]
+        + ["--output", str(results / "append-floor-sqlite.json")]
+        + (QUICK_APPEND_FLOOR if quick else [])
     )
     print("\n== viewer pages, SQLite", flush=True)
     bench_web.main(["--url", f"sqlite:///{scratch / 'web.db'}", *web_args])

@@ -42,6 +42,12 @@ def test_suite_runs_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     for shape in ("history", "condensed"):
         assert design[shape]["rows"]["d_events"] == design[shape]["events"]
         assert 0 < design[shape]["design_bytes_per_event"] < design[shape]["now_bytes_per_event"]
+    floor = json.loads((tmp_path / "append-floor-sqlite.json").read_text())
+    pages = floor["pages_per_append"]
+    # Every append writes the conversation row and the log's page at least; the raw insert less.
+    assert pages["raw"]["total"] < pages["redesign"]["total"] < pages["viewstore"]["total"]
+    assert pages["viewstore"]["conversations"] == 1.0
+    assert all(ms > 0 for ms in floor["ms_per_append"].values())
     scale = json.loads((tmp_path / "scale-sqlite.json").read_text())
     assert [stage["conversations"] for stage in scale["stages"]] == [30, 90]
     assert set(scale["ratio_last_first"]) >= {"verify_one", "keyset_page_deep", "view"}
