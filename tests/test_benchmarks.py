@@ -46,7 +46,9 @@ def test_suite_runs_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     pages = floor["pages_per_append"]
     # Every append writes the conversation row and the log's page at least; the raw insert less.
     assert pages["raw"]["total"] < pages["redesign"]["total"] < pages["viewstore"]["total"]
+    assert pages["redesign_unordered"]["total"] < pages["redesign"]["total"]
     assert pages["viewstore"]["conversations"] == 1.0
+    assert "r_conversations_version" not in pages["redesign_unordered"]
     assert all(ms > 0 for ms in floor["ms_per_append"].values())
     scale = json.loads((tmp_path / "scale-sqlite.json").read_text())
     assert [stage["conversations"] for stage in scale["stages"]] == [30, 90]
