@@ -54,6 +54,8 @@ KIND_ROLES: dict[str, Role] = {
 }
 
 SUMMARY_KIND = "CondensationSummaryEvent"
+#: What a condensation appends to its own id to name the summary it inserts (Event.summary_id).
+SUMMARY_SUFFIX = "-summary"
 STATE_UPDATE_KIND = "ConversationStateUpdateEvent"
 CONVERSATION_ERROR_KIND = "ConversationErrorEvent"
 ROOT_ID = "__root__"
@@ -111,7 +113,7 @@ class Event(BaseModel):
 
     @property
     def summary_id(self) -> str:
-        return f"{self.id}-summary"
+        return f"{self.id}{SUMMARY_SUFFIX}"
 
     @classmethod
     def trusted(cls, **fields: Any) -> Event:

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, TypeVar
 from sqlalchemy import Connection, Row, select, text
 
 from viewstore.errors import ConversationNotFoundError
+from viewstore.events import SUMMARY_SUFFIX
 from viewstore.order_key import seq_key
 from viewstore.store.database.schema import conversations, events
 from viewstore.store.database.translate import driver_errors
@@ -140,10 +141,14 @@ def in_view(
         else ("entered_seq <= :s AND (left_seq IS NULL OR left_seq > :s)")
     )
     params: dict[str, Any] = {"c": row.id, "s": as_of}
-    found = {
-        str(event_id)
-        for (event_id,) in _fetch(conn, _HELD_SUMMARIES.format(listed, alive), {**params, **bound})
-    }
+    found: set[str] = set()
+    # No index finds a summary's row by its id, so the statement reads the view's rows: asked
+    # only for ids a summary can have (Event.summary_id), which an event's id seldom is.
+    summary_ids = [event_id for event_id in event_ids if event_id.endswith(SUMMARY_SUFFIX)]
+    if summary_ids:
+        listed_summaries, bound_summaries = bind_list("e", summary_ids)
+        summaries = _HELD_SUMMARIES.format(listed_summaries, alive)
+        found.update(str(i) for (i,) in _fetch(conn, summaries, {**params, **bound_summaries}))
     named: dict[int, str] = {}
     for segment in lineage.segments(conn, row):
         upto = _END if segment.upto is None else segment.upto
