@@ -24,7 +24,7 @@ def test_in_view_equals_the_view_read(store: EventStore) -> None:
             assert store.in_view(key, ids, as_of=seq) == set(at.event_ids), (key, seq)
 
 
-def test_ids_that_end_like_a_summary_s(store: EventStore) -> None:
+def test_ids_that_end_like_a_summary_id(store: EventStore) -> None:
     # in_view reads the view's summary rows only for ids ending in "-summary": an event may be
     # named so too, and is then found in the log as any other; a summary that left the view, or
     # a summary-like id nobody holds, is not in it.
