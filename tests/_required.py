@@ -1,8 +1,13 @@
-"""Tests that must not skip where CI says so: the pytest hooks a folder's conftest takes.
+"""Tests that must not skip where CI says so: a plugin per folder, registered by the root
+conftest.
 
 Modules that need an optional part (the OpenHands SDK, an agent server) skip where it cannot
 be installed. With the folder's environment variable set (``.ci/run`` sets it), any such skip
 fails the session instead, and the summary names the skipped tests.
+
+The plugins live at the root, not in the folders' conftests: the suite runs on several
+pytest-xdist workers, and the controller that decides the session's exit status loads no
+folder's conftest (it collects nothing), only the reports the workers send it.
 """
 
 from __future__ import annotations
@@ -14,24 +19,38 @@ from typing import Any
 import pytest
 
 
-@dataclass
+@dataclass(eq=False)  # a plugin: pluggy keeps it in sets, so hashed by identity
 class RequiredSkips:
     env: str  # the variable that makes a skip fail
     what: str  # what the skipped tests need, for the summary line
+    folder: str  # the node id prefix of the tests it watches, e.g. "tests/openhands/"
     skipped: list[str] = field(default_factory=list)
 
     def required(self) -> bool:
         return os.environ.get(self.env, "").strip() not in ("", "0", "false", "no")
 
     def note(self, report: pytest.TestReport | pytest.CollectReport) -> None:
-        if report.skipped and "openhands" in str(report.longrepr).lower():
+        if (
+            report.skipped
+            and report.nodeid.startswith(self.folder)
+            and "openhands" in str(report.longrepr).lower()
+        ):
             self.skipped.append(report.nodeid)
 
-    def session_finish(self, session: pytest.Session) -> None:
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.note(report)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        self.note(report)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.required() and self.skipped and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
-    def summary(self, terminalreporter: Any) -> None:
+    def pytest_terminal_summary(
+        self, terminalreporter: Any, exitstatus: int, config: pytest.Config
+    ) -> None:
         if self.required() and self.skipped:
             terminalreporter.write_line(
                 f"FAILED: {len(self.skipped)} {self.what} test module(s)/test(s) skipped while "
@@ -41,28 +60,13 @@ class RequiredSkips:
             )
 
 
-def hooks(env: str, what: str) -> dict[str, Any]:
-    """The hooks for a conftest's namespace: ``globals().update(hooks(...))``."""
-    skips = RequiredSkips(env, what)
+#: The folders whose skips CI refuses, each with its variable (set by .ci/run).
+REQUIRED = (
+    ("VIEWSTORE_REQUIRE_OPENHANDS", "OpenHands SDK", "tests/openhands/"),
+    ("VIEWSTORE_REQUIRE_AGENT_SERVER", "agent-server", "tests/ingest/"),
+)
 
-    def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-        skips.note(report)
 
-    def pytest_collectreport(report: pytest.CollectReport) -> None:
-        skips.note(report)
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-        skips.session_finish(session)
-
-    def pytest_terminal_summary(
-        terminalreporter: Any, exitstatus: int, config: pytest.Config
-    ) -> None:
-        skips.summary(terminalreporter)
-
-    return {
-        "pytest_runtest_logreport": pytest_runtest_logreport,
-        "pytest_collectreport": pytest_collectreport,
-        "pytest_sessionfinish": pytest_sessionfinish,
-        "pytest_terminal_summary": pytest_terminal_summary,
-    }
+def register(config: pytest.Config) -> None:
+    for env, what, folder in REQUIRED:
+        config.pluginmanager.register(RequiredSkips(env, what, folder), f"required-{env}")

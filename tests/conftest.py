@@ -27,6 +27,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine, make_url
 
+from tests import _required as required_skips
 from viewstore.store.database.roles import role_names
 
 POSTGRES_URL_ENV = "VIEWSTORE_TEST_POSTGRES_URL"
@@ -254,6 +255,7 @@ def _note_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     _PG_SKIPS.clear()
+    required_skips.register(config)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
