@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -10,6 +11,18 @@ from sqlalchemy import Connection, create_engine, select, text
 from sqlalchemy.engine import Engine
 
 from viewstore.store.database.schema import metadata
+
+
+def settled_feed(store: Any, count: int, **kwargs: Any) -> list[Any]:
+    """``store.feed(**kwargs)`` once it shows ``count`` entries. On PostgreSQL the feed shows
+    only what is below every transaction open on the server, in any database (the snapshot's
+    ``xmin``): another test's transaction holds it back for a moment, so a read right after an
+    append may see a prefix. Waits up to 30 s, then fails with what it saw."""
+    deadline = time.monotonic() + 30
+    while len(entries := store.feed(**kwargs)) < count:
+        assert time.monotonic() < deadline, entries
+        time.sleep(0.05)
+    return list(entries)
 
 
 def message(eid: str, text_: str = "hello", **extra: Any) -> dict[str, Any]:

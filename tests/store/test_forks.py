@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from viewstore import (
     InvalidArgumentError,
 )
 
-from ..ops._helpers import condensed_history, message
+from ..ops._helpers import condensed_history, message, settled_feed
 from ._helpers import (
     Vector,
     appending_meanwhile,
@@ -229,12 +228,7 @@ def test_forks_in_the_feed_catalogue_and_export(store: EventStore, tmp_path: Pat
     store.append("src", [message("m1"), message("m2")])
     store.fork("src", 1, "f")
     store.append("f", [message("f2")])
-    # The feed shows what is below every open transaction of the server (another test's, on
-    # a shared server, holds it back for a moment): wait for it to pass our three events.
-    deadline = time.monotonic() + 30
-    while len(entries := [e for e in store.feed() if e.conversation_id in ("src", "f")]) < 3:
-        assert time.monotonic() < deadline, entries
-        time.sleep(0.05)
+    entries = settled_feed(store, 3)
     assert [(e.conversation_id, e.seq) for e in entries if e.conversation_id == "f"] == [("f", 2)]
     assert {c.id for c in store.conversations()} == {"src", "f"}
     with store.engine.connect() as conn:
