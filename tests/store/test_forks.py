@@ -46,7 +46,7 @@ SEED = 20261124
 
 @pytest.fixture(scope="module")
 def vectors(vectors_dir: Path) -> list[Vector]:
-    return load_vectors(vectors_dir, "micro") + load_vectors(vectors_dir, "cases")[::20]
+    return load_vectors(vectors_dir, "micro") + load_vectors(vectors_dir, "cases")[::40]
 
 
 def _fork_points(vector: Vector, rng: random.Random) -> list[int]:
