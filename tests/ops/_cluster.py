@@ -90,8 +90,14 @@ class Cluster:
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-o", options,
                   "-w", "start")  # fmt: skip
 
-    def stop(self, mode: str, *, wait: bool = True) -> None:
-        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w" if wait else "-W", "stop")
+    def stop(self, mode: str, *, wait: bool = True, if_running: bool = False) -> None:
+        """``if_running``: a server that has stopped already (a smart shutdown that finished
+        on its own) is no error."""
+        try:
+            self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w" if wait else "-W", "stop")
+        except RuntimeError as error:
+            if not (if_running and "Is server running?" in str(error)):
+                raise
 
     def restart(self, mode: str) -> None:
         """``pg_ctl restart -m fast`` (sessions are told to end) or ``-m immediate`` (the

@@ -217,8 +217,8 @@ def test_a_server_shutting_down_is_transient(own_cluster: Cluster, own_cluster_u
                 except TransientStorageError as error:
                     refused = error
     finally:
-        holder.close()  # the last session: the server stops now
-        own_cluster.stop("fast")
+        holder.close()  # the last session: the server stops now, maybe before the next line
+        own_cluster.stop("fast", if_running=True)
         own_cluster.start()
     assert refused is not None
     assert "is shutting down" in str(refused)
