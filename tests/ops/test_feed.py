@@ -19,7 +19,7 @@ from sqlalchemy import create_engine, text
 
 from viewstore import EventStore, FeedEntry, InvalidArgumentError
 
-from ._helpers import backend, is_postgres, message
+from ._helpers import backend, is_postgres, message, settled_feed
 from ._workers import feed_writer
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
@@ -116,16 +116,6 @@ def test_feed_tail_misses_and_repeats_nothing(
         )
 
 
-def _once_visible(store: EventStore, count: int) -> list[FeedEntry]:
-    """The feed from the start once it shows ``count`` events. On PostgreSQL the feed stops
-    below the oldest transaction still running anywhere on the server: a transaction of some
-    other client (another test's, autovacuum's) can hold it back for a moment."""
-    deadline = time.monotonic() + DRAIN_DEADLINE
-    while len(found := store.feed()) < count and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return found
-
-
 def store_total(store: EventStore) -> int:
     return sum(store.version(conv) for conv in store.conversation_ids())
 
@@ -140,7 +130,7 @@ def test_feed_cursor_paging_and_validation(db_url: str) -> None:
         assert store.feed() == []
         for i in range(5):
             store.append("a" if i % 2 else "b", message(f"e{i}"))
-        everything = _once_visible(store, 5)
+        everything = settled_feed(store, 5)
         assert [(e.conversation_id, e.seq, e.event_id, e.kind) for e in everything] == [
             ("b", 1, "e0", "MessageEvent"),
             ("a", 1, "e1", "MessageEvent"),

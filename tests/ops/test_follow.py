@@ -27,7 +27,7 @@ from viewstore.store.read.follow import channel
 from viewstore.store.read.follow_async import follow_async
 
 from ._cluster import Cluster
-from ._helpers import backend, is_postgres, message
+from ._helpers import backend, is_postgres, message, settled_feed
 from ._workers import feed_writer
 from .test_feed import all_events, store_total
 
@@ -279,10 +279,7 @@ def test_follow_checks_its_arguments_before_reading(db_url: str) -> None:
             with pytest.raises(InvalidArgumentError, match="cursor"):
                 store.follow(bad)
         store.append("c", [message("e1"), message("e2"), message("e3")])
-        deadline = time.monotonic() + DEADLINE
-        while len(store.feed()) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        first = store.feed(limit=1)[0]
+        first = settled_feed(store, 3)[0]
         with closing(store.follow(first.cursor, poll=0.1, limit=1)) as following:
             rest = [next(following), next(following)]
         assert [e.event_id for e in rest] == ["e2", "e3"]
@@ -356,9 +353,7 @@ def test_following_from_the_tail_yields_only_later_commits(db_url: str) -> None:
         store.create_schema()
         assert store.feed_tail() is None
         store.append("before", [message("b1"), message("b2")])
-        deadline = time.monotonic() + DEADLINE
-        while len(store.feed()) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        settled_feed(store, 2)
         tail = store.feed_tail()
         assert tail == store.feed()[-1].cursor
         follower = Follower(store, poll=0.2, after=tail)
