@@ -244,12 +244,34 @@ class UnsupportedDatabaseError(ViewstoreError, ValueError):
 class AgentServerError(ViewstoreError):
     """An OpenHands agent server the ingest or ``viewstore sync`` reads from could not answer
     (unreachable, an HTTP error, a body that is not what its REST API returns). Names the
-    server and what was asked; the request may succeed later (``viewstore.ingest``)."""
+    server and what was asked; the request may succeed later (``viewstore.ingest``).
+    ``status`` is the HTTP status the server answered, when it answered one."""
 
-    def __init__(self, source: str, reason: str) -> None:
+    def __init__(self, source: str, reason: str, *, status: int | None = None) -> None:
         self.source = source
         self.reason = reason
+        self.status = status
         super().__init__(f"agent server {source}: {reason}")
+
+
+class ConversationOwnedError(ViewstoreError):
+    """A conversation belongs to another source (the agent server it was ingested from), or to
+    none while it holds events: only its owner may add to it or describe it, until an operator
+    hands it over (``EventStore.hand_over``, ``viewstore hand-over``)."""
+
+    def __init__(self, conversation_id: str, source: str, owner: str | None) -> None:
+        self.conversation_id = conversation_id
+        self.source = source
+        self.owner = owner
+        whose = (
+            f"belongs to agent server {owner!r}"
+            if owner is not None
+            else "holds events that no agent server was the source of"
+        )
+        super().__init__(
+            f"conversation {conversation_id!r} {whose}, not {source!r}: refused "
+            "(an operator may move it with `viewstore hand-over`)"
+        )
 
 
 class SourceMismatchError(ViewstoreError):

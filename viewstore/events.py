@@ -365,15 +365,27 @@ class _Fields:
         return value
 
 
-def _check_id(value: str, fail: Any, field: str) -> None:
+def id_problem(value: str) -> str | None:
+    """Why ``value`` cannot be an event id, or None when it can."""
     if not value:
-        raise fail(field, "must not be empty")
+        return "must not be empty"
     if len(value) > MAX_ID_LENGTH:
-        raise fail(field, f"is {len(value)} characters long, the limit is {MAX_ID_LENGTH}")
+        return f"is {len(value)} characters long, the limit is {MAX_ID_LENGTH}"
     bad = _ID_FORBIDDEN.intersection(value)
     if bad:
         shown = ", ".join(sorted(repr(c) for c in bad))
-        raise fail(field, f"contains characters not allowed in an event id: {shown}")
+        return f"contains characters not allowed in an event id: {shown}"
+    # UTF-8 cannot encode a lone surrogate (JSON's "\ud800" escape gives one): no database
+    # could store or look up such an id.
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+        return "is not valid Unicode text (a lone surrogate)"
+    return None
+
+
+def _check_id(value: str, fail: Any, field: str) -> None:
+    problem = id_problem(value)
+    if problem is not None:
+        raise fail(field, problem)
 
 
 def summary_event(condensation: Event) -> Event:

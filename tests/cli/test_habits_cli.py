@@ -135,6 +135,7 @@ NEEDS_A_STORE: dict[str, list[str]] = {
     "export": ["c", "out"],
     "feed": [],
     "fork": ["c", "--at", "1"],
+    "hand-over": ["c", "sandbox-1"],
     "indices": ["c"],
     "ingest": ["--port", "0"],
     "list": [],

@@ -56,7 +56,6 @@ def test_info_is_kept_and_only_a_newer_one_replaces_it(store: EventStore) -> Non
 
 def test_the_catalogue_shows_what_the_agent_server_said(store: EventStore) -> None:
     store.append("c1", [message("m1")])
-    store.append("c2", [message("m2")])
     store.save_conversation_info(
         SourceInfo(
             "c2",
@@ -67,6 +66,7 @@ def test_the_catalogue_shows_what_the_agent_server_said(store: EventStore) -> No
             updated_at=T0,
         )
     )
+    store.append("c2", [message("m2")])  # the source claimed c2 first, as the ingest does
     plain, fed = store.conversations()
     assert (plain.title, plain.agent_server, plain.execution_status, plain.llm_model) == (
         None,

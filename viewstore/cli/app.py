@@ -167,6 +167,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("transfer", "Write a conversation back as an OpenHands folder..."),
     "feed": ("catalogue", "The change feed: every conversation's events in commit order,..."),
     "fork": ("lifecycle", "Start a new conversation from a conversation's first events..."),
+    "hand-over": ("ingest", "Make SOURCE (an agent server's name) the owner of a..."),
     "import": ("transfer", "Import OpenHands conversation folders (or parent folders..."),
     "indices": ("commands", "Print the manipulation indices of a conversation's live view."),
     "ingest": ("ingest", "Receive OpenHands agent servers' webhooks into the store (see..."),

@@ -4,13 +4,22 @@ extra's uvicorn/starlette only for ``ingest``; ``sync`` needs nothing more than 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import click
 
-from viewstore.cli.app import Context, UserError, cli, open_url, pass_state
+from viewstore.cli.app import (
+    EXIT_PROBLEMS,
+    Context,
+    UserError,
+    cli,
+    open_url,
+    pass_state,
+    printable,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -144,10 +153,32 @@ def sync(
         source = Source(check_name(name or urlsplit(url).netloc.replace(":", "-")), url,
                         session_api_key)  # fmt: skip
     store = state.store
-    total = 0
+    total = refused = 0
     for report in sync_source(store, source):
-        total += report.appended
-        click.echo(
-            f"{report.conversation_id}  version {report.version}  +{report.appended}",
-        )
+        key = printable(report.conversation_id)
+        if report.result is None:
+            refused += 1
+            click.echo(f"{key}  refused: {printable(report.refused or '')}")
+            continue
+        total += report.result.appended
+        click.echo(f"{key}  version {report.result.version}  +{report.result.appended}")
     click.echo(f"{source.name}: {total} event(s) appended", err=True)
+    if refused:
+        click.echo(f"{source.name}: {refused} conversation(s) refused (listed above)", err=True)
+        sys.exit(EXIT_PROBLEMS)
+
+
+@cli.command("hand-over")
+@click.argument("conversation_id")
+@click.argument("source")
+@pass_state
+def hand_over(state: Context, conversation_id: str, source: str) -> None:
+    """Make SOURCE (an agent server's name) the owner of a conversation, in the ingest.
+
+    Only the owner's posts and syncs may add to a conversation or describe it; use this when
+    another agent server takes the conversation over (docs/fleet.md, "Ownership")."""
+    from viewstore.ingest.sources import check_name  # noqa: PLC0415 - start-up time
+
+    previous = state.store.hand_over(conversation_id, check_name(source))
+    was = "no source" if previous is None else repr(previous)
+    click.echo(f"{printable(conversation_id)}: owner {source!r} (was {was})")

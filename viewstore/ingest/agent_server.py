@@ -11,19 +11,19 @@ needs ``X-Session-API-Key``.
 
 from __future__ import annotations
 
+import http.client
 import json
-import urllib.error
-import urllib.request
+import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 from viewstore.errors import AgentServerError
 from viewstore.ingest.sources import Source
 
 PAGE_LIMIT = 100  # the server's own maximum
-DEFAULT_TIMEOUT = 30.0
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+READ_CHUNK = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -35,9 +35,9 @@ class EventPage:
 class AgentServerClient:
     """Reads one agent server (``source``); every failure is an ``AgentServerError``."""
 
-    def __init__(self, source: Source, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, source: Source, *, timeout: float | None = None) -> None:
         self.source = source
-        self.timeout = timeout
+        self.timeout = timeout if timeout is not None else source.timeout
 
     def events(self, conversation: str, *, page_id: str | None, limit: int) -> EventPage:
         """One page of the conversation's log (``conversation``: hex or dashed UUID)."""
@@ -72,27 +72,60 @@ class AgentServerClient:
         return page.items, page.next_page_id
 
     def _get(self, path: str, query: dict[str, Any]) -> Any:
-        url = self.source.url + path + (f"?{urlencode(query)}" if query else "")
-        request = urllib.request.Request(url, headers={"Accept": "application/json"})
-        if self.source.session_api_key:
-            request.add_header("X-Session-API-Key", self.source.session_api_key)
+        target = path + (f"?{urlencode(query)}" if query else "")
         what = f"GET {path}"
+        # The whole call has one deadline: a socket timeout alone bounds each read, and a
+        # server that trickles its answer a byte at a time would hold the pull for ever.
+        deadline = time.monotonic() + self.timeout
+        parts = urlsplit(self.source.url)
+        kind = (
+            http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        )
+        connection = kind(parts.netloc, timeout=self.timeout)
+        headers = {"Accept": "application/json"}
+        if self.source.session_api_key:
+            headers["X-Session-API-Key"] = self.source.session_api_key
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read(MAX_RESPONSE_BYTES + 1)
-        except urllib.error.HTTPError as error:
-            status = error.code
-            error.close()
-            raise AgentServerError(self.source.name, f"{what} answered HTTP {status}") from error
-        except (urllib.error.URLError, OSError, ValueError) as error:
-            reason = getattr(error, "reason", error)
-            raise AgentServerError(self.source.name, f"{what} failed: {reason}") from error
-        if len(raw) > MAX_RESPONSE_BYTES:
-            raise AgentServerError(self.source.name, f"{what}: the answer is too large")
+            connection.request("GET", parts.path + target, headers=headers)
+            response = connection.getresponse()
+            raw = _read_until(connection, response, deadline)
+        except (OSError, http.client.HTTPException, ValueError) as error:
+            raise AgentServerError(self.source.name, f"{what} failed: {_reason(error)}") from error
+        finally:
+            connection.close()
+        if response.status != 200:
+            raise AgentServerError(
+                self.source.name, f"{what} answered HTTP {response.status}", status=response.status
+            )
         try:
             return json.loads(raw)
-        except ValueError as error:
+        except (ValueError, RecursionError) as error:
             raise AgentServerError(self.source.name, f"{what}: not JSON") from error
+
+
+def _read_until(
+    connection: http.client.HTTPConnection, response: http.client.HTTPResponse, deadline: float
+) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("no complete answer within the time limit")
+        if connection.sock is not None:
+            connection.sock.settimeout(left)
+        chunk = response.read1(READ_CHUNK)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            raise ValueError("the answer is too large")
+        chunks.append(chunk)
+
+
+def _reason(error: BaseException) -> str:
+    text = str(error) or type(error).__name__
+    return " ".join(text.split())[:200]
 
 
 def _page(body: Any, source: str, what: str) -> EventPage:

@@ -31,9 +31,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from viewstore.errors import ConcurrencyError, ConversationNotFoundError, SourceMismatchError
+from viewstore.errors import (
+    AgentServerError,
+    ConcurrencyError,
+    ConversationNotFoundError,
+    ConversationOwnedError,
+    SourceMismatchError,
+)
 from viewstore.ingest.agent_server import PAGE_LIMIT, AgentServerClient
-from viewstore.store import EventStore
+from viewstore.store import EventStore, StoredEvent
 
 log = logging.getLogger("viewstore.ingest")
 
@@ -44,6 +50,8 @@ STATE_UPDATE = "ConversationStateUpdateEvent"
 #: Events per append transaction when a pull brings many.
 CHUNK = 500
 ATTEMPTS = 20
+#: Reads of the server's log (count, pages, count) before one whose count stood still.
+STABLE_READS = 5
 
 
 @dataclass
@@ -72,6 +80,11 @@ def wanted_ids(batch: Sequence[dict[str, Any]]) -> list[str]:
     return [str(event["id"]) for event in batch]
 
 
+def optional_ids(batch: Sequence[dict[str, Any]]) -> frozenset[str]:
+    """The posted ids the server's log may lack: its state updates (``STATE_UPDATE``)."""
+    return frozenset(str(event["id"]) for event in batch if event.get("kind") == STATE_UPDATE)
+
+
 #: State updates that change nothing the catalogue keeps (the agent server 1.58.2 logs a
 #: ``stats`` update after every LLM call: refreshing the info on each cost a third of a post).
 NOT_INFO = frozenset({"stats"})
@@ -92,14 +105,19 @@ def pull(
     key: str,
     wanted: list[str] | None,
     *,
+    optional: frozenset[str] = frozenset(),
     attempts: int = ATTEMPTS,
 ) -> PullResult:
     """Store the server's events of conversation ``key`` up to the last of ``wanted`` (the
-    posted ids, in order), or up to the end of the server's log when ``wanted`` is None."""
+    posted ids, in order), or up to the end of the server's log when ``wanted`` is None.
+    ``optional``: posted ids that may be missing from the server's log (state updates).
+
+    Only the conversation's owner may pull it (``ConversationOwnedError`` otherwise): the
+    source that stored its first events, claiming it once its log was read and checked."""
     retries = 0
     while True:
         try:
-            result = _pull_once(store, client, key, wanted)
+            result = _pull_once(store, client, key, wanted, optional)
         except ConcurrencyError:
             retries += 1
             if retries >= attempts:
@@ -111,8 +129,8 @@ def pull(
         return result
 
 
-def stored_tail(store: EventStore, key: str) -> tuple[int, str | None]:
-    """The conversation's version and its last event's id ((0, None) when not stored)."""
+def stored_tail(store: EventStore, key: str) -> tuple[int, StoredEvent | None]:
+    """The conversation's version and its last event ((0, None) when not stored)."""
     try:
         version = store.version(key)
     except ConversationNotFoundError:
@@ -120,39 +138,36 @@ def stored_tail(store: EventStore, key: str) -> tuple[int, str | None]:
     if version == 0:
         return 0, None
     last = store.events(key, after=version - 1, limit=1)
-    return version, last[0].event_id
+    return version, last[0]
 
 
 def _pull_once(
-    store: EventStore, client: AgentServerClient, key: str, wanted: list[str] | None
+    store: EventStore,
+    client: AgentServerClient,
+    key: str,
+    wanted: list[str] | None,
+    optional: frozenset[str],
 ) -> PullResult:
     result = PullResult(key)
-    version, last_id = stored_tail(store, key)
+    source = client.source.name
+    owner = store.conversation_owner(key)
+    version, last = stored_tail(store, key)
+    if owner != source and (owner is not None or version > 0):
+        raise ConversationOwnedError(key, source, owner)
     result.version = version
-    target = wanted[-1] if wanted else None
     if wanted is not None:
         if not wanted:
             return result
         if version and store.event(key, wanted[-1]) is not None:  # the post's last is stored: so
             result.duplicates = len(wanted)  # are the ones before it (the server's order)
             return result
-    fresh = _read_after(client, key, last_id, target, len(wanted) if wanted else PAGE_LIMIT)
+    fresh = read_log(store, client, key, version, last)
     if wanted is not None:
-        seen = {event["id"] for event in fresh}
-        missing = [i for i in wanted if i not in seen]
-        if target not in seen:  # the server's log ends without it: store what it has
-            result.ignored = [i for i in missing if not version or store.event(key, i) is None]
-            log.warning(
-                "%s: %d posted event(s) are not in %s's log: %s",
-                key,
-                len(result.ignored),
-                client.source.name,
-                ", ".join(result.ignored[:5]),
-            )
-        result.duplicates = len(missing) - len(result.ignored)
-        result.pulled = len(fresh) - (len(wanted) - len(missing))
+        fresh = _up_to_post(store, client, key, fresh, wanted, optional, result)
     else:
         result.pulled = len(fresh)
+    if owner is None and fresh:  # a new conversation: the first source to prove its log owns it
+        store.claim_conversation(key, source)
     for start in range(0, len(fresh), CHUNK):
         chunk = fresh[start : start + CHUNK]
         appended = store.append(key, chunk, expected_version=version)
@@ -164,30 +179,146 @@ def _pull_once(
     return result
 
 
-def _read_after(
-    client: AgentServerClient, key: str, last_id: str | None, target: str | None, batch: int
+def _up_to_post(  # noqa: PLR0917 (one step of _pull_once, its state passed on)
+    store: EventStore,
+    client: AgentServerClient,
+    key: str,
+    fresh: list[dict[str, Any]],
+    wanted: list[str],
+    optional: frozenset[str],
+    result: PullResult,
 ) -> list[dict[str, Any]]:
-    """The server's events after ``last_id`` (all of them when None) up to and including
-    ``target`` (to the end of the log when None or absent)."""
-    first = client.events(key, page_id=last_id, limit=batch + (last_id is not None))
-    items = first.items
-    if last_id is not None:
-        if not items or items[0]["id"] != last_id:
-            raise SourceMismatchError(
-                key,
-                client.source.name,
-                f"its last stored event {last_id!r} is not in the agent server's log",
-            )
-        items = items[1:]
+    """The server's events up to the post's last one, and what became of each posted id. A
+    posted id that is in neither the store nor the server's log proves the log read is not
+    this conversation's (or the server posted what it does not hold): 409, except a state
+    update's, which the agent server posts without logging it (``STATE_UPDATE``)."""
+    where = {event["id"]: index for index, event in enumerate(fresh)}
+    missing = [i for i in wanted if i not in where]
+    absent = [i for i in missing if store.event(key, i) is None]
+    foreign = [i for i in absent if i not in optional]
+    if foreign:
+        raise SourceMismatchError(
+            key,
+            client.source.name,
+            f"{len(foreign)} posted event(s) are in neither the store nor the agent server's "
+            f"log of this conversation (first: {foreign[0]!r}); nothing stored",
+        )
+    result.ignored = absent
+    if absent:
+        log.warning(
+            "%s: %d posted state update(s) are not in %s's log: %s",
+            key,
+            len(absent),
+            client.source.name,
+            ", ".join(absent[:5]),
+        )
+    result.duplicates = len(missing) - len(absent)
+    target = wanted[-1]
+    if target in where:  # else the server's log ends without it: store what it has
+        fresh = fresh[: where[target] + 1]
+    result.pulled = len(fresh) - (len(wanted) - len(missing))
+    return fresh
+
+
+def read_log(
+    store: EventStore,
+    client: AgentServerClient,
+    key: str,
+    version: int,
+    last: StoredEvent | None,
+) -> list[dict[str, Any]]:
+    """The server's events after the stored log, to the end of the server's log, once the
+    server's log is shown to extend the stored one (else ``SourceMismatchError``): its
+    page from the last stored event starts with that event, with the content the store holds,
+    and the server's event count equals the stored version plus the events read after it (a
+    hole in the search, an event moved, inserted or dropped before it all break the count).
+    The count is read before and after the pages; while the log grows in between, the read is
+    tried again (``STABLE_READS`` times, then ``AgentServerError``: the post is retried)."""
+    for attempt in range(STABLE_READS):
+        before = client.event_count(key)
+        first, fresh = _read_to_end(client, key, last, before)
+        after = client.event_count(key)
+        if before == after:
+            break
+        time.sleep(0.01 * 2**attempt)
+    else:
+        raise AgentServerError(
+            client.source.name,
+            f"the log of {key} kept growing while it was read ({STABLE_READS} tries)",
+        )
+    if last is not None:
+        _check_same_event(store, client, key, last, first)
+    if version + len(fresh) != after:
+        raise SourceMismatchError(
+            key,
+            client.source.name,
+            f"the agent server counts {after} event(s), but the store holds {version} and the "
+            f"server's search gives {len(fresh)} after them: its search skips an event "
+            "(unreadable on its disk?) or its log was rewritten; nothing stored",
+        )
+    return fresh
+
+
+def _check_same_event(
+    store: EventStore,
+    client: AgentServerClient,
+    key: str,
+    last: StoredEvent,
+    first: dict[str, Any] | None,
+) -> None:
+    """The page asked for from the last stored event starts with that event, as stored (a
+    redacted event differs from the server's copy by design: its id must match)."""
+    if first is None or first["id"] != last.event_id:
+        raise SourceMismatchError(
+            key,
+            client.source.name,
+            f"its last stored event {last.event_id!r} is not in the agent server's log",
+        )
+    if first != last.payload and not any(
+        redaction.seq == last.seq for redaction in store.redactions(key)
+    ):
+        raise SourceMismatchError(
+            key,
+            client.source.name,
+            f"the agent server's event {last.event_id!r} is not the one stored at seq "
+            f"{last.seq} (other content under the same id); nothing stored",
+        )
+
+
+def _read_to_end(
+    client: AgentServerClient, key: str, last: StoredEvent | None, count: int
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The server's event ``last`` (when given: the first item of its page) and every event
+    after it (all of them when None), to the end of its log."""
+    first_page = client.events(
+        key, page_id=None if last is None else last.event_id, limit=PAGE_LIMIT
+    )
+    items = first_page.items
+    first: dict[str, Any] | None = None
+    if last is not None:
+        if not items:
+            return None, []
+        first, items = items[0], items[1:]
     fresh: list[dict[str, Any]] = []
-    next_page_id = first.next_page_id
+    seen: set[str] = set()
+    next_page_id = first_page.next_page_id
+    # A server that pages in circles is cut off: a page more than its count allows is a lie.
+    pages_left = count // PAGE_LIMIT + 2
     while True:
         for item in items:
+            if item["id"] in seen:
+                raise SourceMismatchError(
+                    key, client.source.name, f"its log repeats event {item['id']!r}"
+                )
+            seen.add(item["id"])
             fresh.append(item)
-            if item["id"] == target:
-                return fresh
         if next_page_id is None:
-            return fresh
+            return first, fresh
+        pages_left -= 1
+        if pages_left < 0:
+            raise SourceMismatchError(
+                key, client.source.name, f"its log goes on past the {count} events it counts"
+            )
         page = client.events(key, page_id=next_page_id, limit=PAGE_LIMIT)
         if not page.items or page.items[0]["id"] != next_page_id:
             raise SourceMismatchError(

@@ -7,6 +7,7 @@ or JSON by its suffix (``.json``: JSON, anything else: TOML)::
     url = "http://10.0.0.5:8000"          # the agent server's base URL
     session_api_key_env = "SANDBOX_1_KEY"  # its session API key, read from this variable
     # session_api_key = "..."              # or written here
+    # timeout = 10                         # seconds per REST call (DEFAULT_TIMEOUT)
 
 A post names its source with the ``X-Viewstore-Source`` header (put it in the webhook's
 ``headers``); a post without it is matched by the ``X-Session-API-Key`` the agent server adds
@@ -32,6 +33,10 @@ from viewstore.errors import InvalidArgumentError
 SOURCES_ENV = "VIEWSTORE_INGEST_SOURCES"
 SOURCE_HEADER = "x-viewstore-source"
 SESSION_KEY_HEADER = "x-session-api-key"
+#: Seconds one REST call to an agent server may take, its answer read to the end: a slow or
+#: hanging server holds only its own posts, and only this long (``timeout`` in the file).
+DEFAULT_TIMEOUT = 10.0
+MAX_TIMEOUT = 600
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
@@ -42,6 +47,7 @@ class Source:
     name: str
     url: str
     session_api_key: str | None = field(default=None, repr=False)
+    timeout: float = DEFAULT_TIMEOUT  # seconds for one REST call, its answer read to the end
 
 
 def check_url(url: str, what: str = "agent server URL") -> str:
@@ -102,7 +108,16 @@ class Sources:
                 key = os.environ[variable]
             if key is not None and not isinstance(key, str):
                 raise InvalidArgumentError(f"{where}: source {name!r}: key must be a string")
-            found[name] = Source(name, check_url(entry["url"]), key or None)
+            timeout = entry.get("timeout", DEFAULT_TIMEOUT)
+            if (
+                isinstance(timeout, bool)
+                or not isinstance(timeout, int | float)
+                or not (0 < timeout <= MAX_TIMEOUT)
+            ):
+                raise InvalidArgumentError(
+                    f"{where}: source {name!r}: timeout must be 0..{MAX_TIMEOUT} seconds"
+                )
+            found[name] = Source(name, check_url(entry["url"]), key or None, float(timeout))
         return cls(found)
 
     def for_request(self, headers: Mapping[str, str]) -> Source | None:
