@@ -9,11 +9,6 @@ Without chromium or Playwright these skip, unless ``VIEWSTORE_REQUIRE_BROWSER=1`
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +20,7 @@ from viewstore import EventStore
 
 from ..store._helpers import M
 from ._data import INJECTION, Browsed, populate
+from ._serve import serving
 
 CHROMIUM = Path("/usr/bin/chromium")
 REQUIRE_BROWSER_ENV = "VIEWSTORE_REQUIRE_BROWSER"
@@ -53,40 +49,11 @@ def browser() -> Iterator[Any]:
             launched.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @contextmanager
 def _serving(url: str) -> Iterator[str]:
     """``viewstore serve`` on the store at ``url``; its base URL."""
-    port = _free_port()
-    script = Path(sys.executable).parent / "viewstore"
-    process = subprocess.Popen(
-        [str(script), "serve", "--url", url, "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            try:
-                with urllib.request.urlopen(base + "/", timeout=2):
-                    break
-            except OSError:
-                if process.poll() is not None:
-                    pytest.fail(f"viewstore serve exited: {process.communicate()}")
-                time.sleep(0.1)
-        else:
-            pytest.fail("viewstore serve did not answer within 10 s")
-        yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with serving(url) as served:
+        yield served.base
 
 
 @pytest.fixture(scope="module")
