@@ -77,7 +77,7 @@ def audit(request: Request) -> JSONResponse:
 
 def event(request: Request) -> JSONResponse:
     key = params.conversation(request)
-    event_id = model.check_text(str(request.path_params["event_id"]), "event id")
+    event_id = params.event_id(request)
     return JSONResponse(details.event_data(_store(request), key, event_id))
 
 

@@ -1,4 +1,4 @@
-"""The ASGI app: routes, templates, static files, and the one place errors become pages.
+"""The ASGI app: routes, templates, static files, middleware and error handlers (``errors``).
 
 Every handler is a plain function (Starlette runs it in its thread pool): the store is
 synchronous, and a slow read must not hold up the event loop.
@@ -7,7 +7,6 @@ synchronous, and a slow read must not hold up the event loop.
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,22 +17,20 @@ import jinja2
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from viewstore.errors import ConversationNotFoundError, InvalidArgumentError, ViewstoreError
 from viewstore.store import EventStore
-from viewstore.web import api, pages
+from viewstore.web import api, errors, pages
 from viewstore.web.model import NotFound
 from viewstore.web.params import BadRequest
 from viewstore.web.readonly import read_only_store
 from viewstore.web.security import SecurityMiddleware
+from viewstore.web.urlcheck import URLCheck
 
 HERE = Path(__file__).parent
-log = logging.getLogger("viewstore.web")
 
 #: ``viewstore serve --workers N`` hands each worker process the settings it checked through
 #: this variable (JSON: url, schema, token); uvicorn starts workers from an import string.
@@ -66,16 +63,19 @@ def create_app(
             *pages.routes(),
         ],
         exception_handlers={
-            HTTPException: _http_error,
-            BadRequest: _error(400),
-            InvalidArgumentError: _error(400),
-            ConversationNotFoundError: _error(404),
-            NotFound: _error(404),
-            ViewstoreError: _error(503),
-            Exception: _error(500),
+            HTTPException: errors.http_error,
+            BadRequest: errors.handler(400),
+            InvalidArgumentError: errors.handler(400),
+            ConversationNotFoundError: errors.handler(404),
+            NotFound: errors.handler(404),
+            ViewstoreError: errors.handler(503),
+            Exception: errors.handler(500),
         },
         lifespan=_closing(reader) if owned else None,
-        middleware=[Middleware(SecurityMiddleware, token=token, browser=True)],
+        middleware=[
+            Middleware(SecurityMiddleware, token=token, browser=True),  # the token first
+            Middleware(URLCheck),
+        ],
     )
     app.state.store = reader
     app.state.templates = templates()
@@ -91,34 +91,6 @@ def _closing(store: EventStore) -> Any:
             store.engine.dispose()
 
     return lifespan
-
-
-def _error(status: int) -> Any:
-    def handle(request: Request, exc: Exception) -> Response:
-        if status == 500:
-            log.exception("viewer error on %s", request.url.path, exc_info=exc)
-            message = "the viewer failed on this request; the server log has the details"
-        elif status == 503:
-            message = f"the database could not answer: {exc}"
-        else:
-            message = str(exc)
-        return error_response(request, status, message)
-
-    return handle
-
-
-def _http_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
-    return error_response(request, exc.status_code, str(exc.detail))
-
-
-def error_response(request: Request, status: int, message: str) -> Response:
-    if request.url.path.startswith("/api/"):
-        return JSONResponse({"error": message, "status": status}, status_code=status)
-    page: Response = request.app.state.templates.TemplateResponse(
-        request, "error.html", {"status": status, "message": message}, status_code=status
-    )
-    return page
 
 
 def worker_app() -> Starlette:

@@ -21,7 +21,7 @@ from starlette.responses import StreamingResponse
 from viewstore.store import EventStore
 from viewstore.store.read.feed import FeedEntry
 from viewstore.store.read.follow_async import follow_async
-from viewstore.web.params import cursor
+from viewstore.web.params import cursor, last_event_id
 
 #: Seconds between reads when no notification comes (and SQLite's longest poll).
 POLL = 2.0
@@ -36,7 +36,7 @@ def message(entry: FeedEntry) -> str:
 
 async def follow(request: Request) -> StreamingResponse:
     store: EventStore = request.app.state.store
-    after = request.headers.get("last-event-id") or cursor(request, "after")
+    after = last_event_id(request) or cursor(request, "after")
     if after is None:
         after = await run_in_threadpool(store.feed_tail)
     target = await run_in_threadpool(store._follow_target)

@@ -26,10 +26,21 @@ class NotFound(LookupError):
 
 
 def check_text(value: str, what: str, limit: int = 400) -> str:
-    """URL text the database could refuse (NUL, huge) is bad input, said as such."""
-    if "\x00" in value or len(value) > limit:
-        raise InvalidArgumentError(f"{what} must be at most {limit} characters without NUL")
+    """URL text the database could refuse (NUL, a lone surrogate, huge) is bad input, said as
+    such."""
+    if "\x00" in value or len(value) > limit or not _encodable(value):
+        raise InvalidArgumentError(
+            f"{what} must be at most {limit} characters of UTF-8 text without NUL"
+        )
     return value
+
+
+def _encodable(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def event_row(position: int, event_id: str, payload_json: str) -> dict[str, Any]:

@@ -73,7 +73,7 @@ def audit(request: Request) -> Response:
 
 def event(request: Request) -> Response:
     store, key = _store(request), params.conversation(request)
-    event_id = model.check_text(str(request.path_params["event_id"]), "event id")
+    event_id = params.event_id(request)
     return _render(request, "event.html", {"e": details.event_data(store, key, event_id)})
 
 

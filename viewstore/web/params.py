@@ -5,6 +5,7 @@ from __future__ import annotations
 from starlette.requests import Request
 
 from viewstore.errors import InvalidArgumentError
+from viewstore.events import MAX_ID_LENGTH
 from viewstore.store.inputs import conversation_key
 from viewstore.store.read.catalogue import MAX_CURSOR
 from viewstore.web.model import check_text
@@ -42,6 +43,14 @@ def conversation(request: Request) -> str:
         raise BadRequest(str(error)) from error
 
 
+def event_id(request: Request) -> str:
+    raw = str(request.path_params["event_id"])
+    try:
+        return check_text(raw, "event id", limit=MAX_ID_LENGTH)
+    except InvalidArgumentError as error:
+        raise BadRequest(str(error)) from error
+
+
 def text(request: Request, name: str, default: str = "") -> str:
     try:
         return check_text(request.query_params.get(name, default), name)
@@ -57,6 +66,17 @@ def cursor(request: Request, name: str) -> str | None:
         return None
     try:
         return check_text(raw, name, limit=MAX_CURSOR)
+    except InvalidArgumentError as error:
+        raise BadRequest(str(error)) from error
+
+
+def last_event_id(request: Request) -> str | None:
+    """The ``Last-Event-ID`` a reconnecting browser sends (a feed cursor), or None."""
+    raw = request.headers.get("last-event-id")
+    if not raw:
+        return None
+    try:
+        return check_text(raw, "Last-Event-ID", limit=MAX_CURSOR)
     except InvalidArgumentError as error:
         raise BadRequest(str(error)) from error
 

@@ -28,6 +28,7 @@ from sqlalchemy import Connection, Table, and_, func, literal_column, select, te
 
 from viewstore.errors import InvalidArgumentError
 from viewstore.store.database.schema import conversation_sources, conversations, events
+from viewstore.store.inputs import MAX_CONVERSATION_ID_LENGTH
 from viewstore.store.read.reads import aware, comparable
 
 Order = Literal["id", "created_at", "updated_at", "version", "view_length"]
@@ -152,20 +153,43 @@ def parse_cursor(cursor: object, order_by: str, descending: bool) -> Cursor:
             f"not of the order by {order_by}{' descending' if descending else ''} asked for"
         )
     try:
-        if order == "id":
-            if value is not None:
-                raise ValueError("no value")
-        elif order in ("created_at", "updated_at"):
-            if not isinstance(value, str):
-                raise ValueError("not a time")
-            value = datetime.fromisoformat(value)
-            if value.tzinfo is None:
-                raise ValueError("no offset")
-        elif isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError("not an integer")
-    except ValueError as error:
+        value = _position_value(order, value)
+    except (ValueError, OverflowError) as error:
         raise InvalidArgumentError(f"{bad} (its {order} is not one: {error})") from error
+    if not _storable_id(key):
+        raise InvalidArgumentError(f"{bad} (its id is no conversation id)")
     return Cursor(order_by=order, descending=desc, value=value, id=key)
+
+
+def _position_value(order: str, value: object) -> Any:
+    """A cursor's value for ``order``, as the query compares it; ``ValueError`` if none."""
+    if order == "id":
+        if value is not None:
+            raise ValueError("no value")
+        return None
+    if order in ("created_at", "updated_at"):
+        if not isinstance(value, str):
+            raise ValueError("not a time")
+        moment = datetime.fromisoformat(value)
+        if moment.tzinfo is None:
+            raise ValueError("no offset")
+        moment.astimezone(UTC)  # compared in UTC, which has no year 1 at +14:00 (OverflowError)
+        return moment
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError("not an integer")
+    if not -(2**63) <= value < 2**63:  # a column is a 64-bit integer on every backend
+        raise ValueError("out of a 64-bit integer's range")
+    return value
+
+
+def _storable_id(key: str) -> bool:
+    """Whether a conversation could have ``key`` as its id: a cursor is decoded from the
+    client's text, and PostgreSQL refuses a NUL and the driver a lone surrogate."""
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in key and len(key) <= MAX_CONVERSATION_ID_LENGTH
 
 
 def check_options(
