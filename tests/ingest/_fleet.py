@@ -334,6 +334,7 @@ class Ingest:
     port: int
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
+    extra: tuple[str, ...] = ()  # more options of `viewstore ingest`
 
     @property
     def url(self) -> str:
@@ -351,6 +352,7 @@ class Ingest:
                     "ingest",
                     "--port",
                     f"{self.port}",
+                    *self.extra,
                 ],
                 env=env,
                 stdout=log,

@@ -10,7 +10,12 @@ import pytest
 from sqlalchemy import text
 
 from viewstore import EventStore
-from viewstore.errors import InvalidArgumentError
+from viewstore.errors import (
+    ConversationErasedError,
+    ConversationNotFoundError,
+    ConversationOwnedError,
+    InvalidArgumentError,
+)
 from viewstore.store.adapters.source_info import SourceInfo
 from viewstore.store.database import migrate
 
@@ -112,3 +117,39 @@ def test_a_partitioned_store_gets_the_table_partitioned(fresh_pg_url: str) -> No
         store.save_conversation_info(SourceInfo("c1", "s", title="t"))
         info = store.conversation_info("c1")
         assert info is not None and info.title == "t"
+
+
+def test_the_first_source_owns_a_conversation_and_only_it(store: EventStore) -> None:
+    """Ownership (docs/fleet.md): the first claim of a conversation that holds no events wins;
+    another source's claim or info is refused and changes nothing; an operator's hand-over
+    moves it; a conversation holding events that no source claimed is nobody's to take."""
+    store.claim_conversation("c1", "sandbox-1")
+    store.claim_conversation("c1", "sandbox-1")  # again: still the owner
+    store.append("c1", [message("m1")])
+    with pytest.raises(ConversationOwnedError, match="belongs to agent server 'sandbox-1'"):
+        store.claim_conversation("c1", "sandbox-2")
+    with pytest.raises(ConversationOwnedError):
+        store.save_conversation_info(SourceInfo("c1", "sandbox-2", title="evil"))
+    got = store.conversation_info("c1")
+    assert got is not None and (got.source, got.title) == ("sandbox-1", None)
+    assert store.conversation_owner("c1") == "sandbox-1"
+    assert store.hand_over("c1", "sandbox-2") == "sandbox-1"
+    assert store.conversation_owner("c1") == "sandbox-2"
+    with pytest.raises(ConversationOwnedError):
+        store.claim_conversation("c1", "sandbox-1")
+    store.append("c2", [message("m2")])  # an application's, no source
+    with pytest.raises(ConversationOwnedError, match="no agent server was the source"):
+        store.claim_conversation("c2", "sandbox-1")
+    assert store.conversation_owner("c2") is None
+    assert store.hand_over("c2", "sandbox-1") is None
+    store.claim_conversation("c2", "sandbox-1")
+    with pytest.raises(ConversationNotFoundError):
+        store.hand_over("nobody", "sandbox-1")
+    store.erase("c1", reason="retention")
+    with pytest.raises(ConversationErasedError):
+        store.claim_conversation("c1", "sandbox-2")
+    assert store.conversation_owner("c1") is None
+    with pytest.raises(InvalidArgumentError):
+        store.claim_conversation("c3", "bad\x00name")
+    with pytest.raises(InvalidArgumentError):
+        store.claim_conversation("c3", "")

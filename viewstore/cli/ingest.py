@@ -73,6 +73,20 @@ def _sources_option(help_: str) -> Callable[[F], F]:
     show_default=True,
     help="Posts of more events are refused (400).",
 )
+@click.option(
+    "--source-threads",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Posts of one agent server worked on at once.",
+)
+@click.option(
+    "--source-queue",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="Posts of one agent server in the ingest at once, working or waiting (more: 503).",
+)
 @pass_state
 def ingest(  # noqa: PLR0917 (click passes the options positionally by name)
     state: Context,
@@ -83,6 +97,8 @@ def ingest(  # noqa: PLR0917 (click passes the options positionally by name)
     token: str | None,
     max_body_bytes: int,
     max_batch: int,
+    source_threads: int,
+    source_queue: int,
 ) -> None:
     """Receive OpenHands agent servers' webhooks into the store (see docs/fleet.md)."""
     try:
@@ -106,7 +122,12 @@ def ingest(  # noqa: PLR0917 (click passes the options positionally by name)
             "no agent servers configured: name a sources file with --sources or "
             "VIEWSTORE_INGEST_SOURCES (docs/fleet.md)"
         )
-    limits = Limits(max_body_bytes=max_body_bytes, max_batch=max_batch)
+    limits = Limits(
+        max_body_bytes=max_body_bytes,
+        max_batch=max_batch,
+        source_threads=source_threads,
+        source_queue=max(source_queue, source_threads),
+    )
     app = create_app(store, token=token, sources=sources, limits=limits)
     click.echo(
         f"viewstore ingest on http://{host}:{port}/ ({len(sources.by_name)} agent server(s))",

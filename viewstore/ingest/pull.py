@@ -163,7 +163,8 @@ def _pull_once(
             return result
     fresh = read_log(store, client, key, version, last)
     if wanted is not None:
-        fresh = _up_to_post(store, client, key, fresh, wanted, optional, result)
+        stored = store if version else None
+        fresh = _up_to_post(stored, client, key, fresh, wanted, optional, result)
     else:
         result.pulled = len(fresh)
     if owner is None and fresh:  # a new conversation: the first source to prove its log owns it
@@ -180,7 +181,7 @@ def _pull_once(
 
 
 def _up_to_post(  # noqa: PLR0917 (one step of _pull_once, its state passed on)
-    store: EventStore,
+    store: EventStore | None,
     client: AgentServerClient,
     key: str,
     fresh: list[dict[str, Any]],
@@ -191,10 +192,11 @@ def _up_to_post(  # noqa: PLR0917 (one step of _pull_once, its state passed on)
     """The server's events up to the post's last one, and what became of each posted id. A
     posted id that is in neither the store nor the server's log proves the log read is not
     this conversation's (or the server posted what it does not hold): 409, except a state
-    update's, which the agent server posts without logging it (``STATE_UPDATE``)."""
+    update's, which the agent server posts without logging it (``STATE_UPDATE``). ``store``
+    is None while the conversation holds no events."""
     where = {event["id"]: index for index, event in enumerate(fresh)}
     missing = [i for i in wanted if i not in where]
-    absent = [i for i in missing if store.event(key, i) is None]
+    absent = [i for i in missing if store is None or store.event(key, i) is None]
     foreign = [i for i in absent if i not in optional]
     if foreign:
         raise SourceMismatchError(
@@ -235,7 +237,7 @@ def read_log(
     The count is read before and after the pages; while the log grows in between, the read is
     tried again (``STABLE_READS`` times, then ``AgentServerError``: the post is retried)."""
     for attempt in range(STABLE_READS):
-        before = client.event_count(key)
+        before = _count(client, key)
         first, fresh = _read_to_end(client, key, last, before)
         after = client.event_count(key)
         if before == after:
@@ -257,6 +259,17 @@ def read_log(
             "(unreadable on its disk?) or its log was rewritten; nothing stored",
         )
     return fresh
+
+
+def _count(client: AgentServerClient, key: str) -> int:
+    try:
+        return client.event_count(key)
+    except AgentServerError as error:
+        if error.status == 404:  # no retry will find it: a refusal, not an outage
+            raise SourceMismatchError(
+                key, client.source.name, "the agent server has no such conversation"
+            ) from error
+        raise
 
 
 def _check_same_event(
