@@ -90,6 +90,52 @@ def test_a_post_from_no_known_source_is_refused(client: TestClient, store: Event
     assert store.conversation_ids() == []
 
 
+def test_a_post_under_another_sources_name_is_refused(store: EventStore, sqlite_url: str) -> None:
+    """The webhook adds its server's session key: a post naming one source while carrying
+    another's key is a server posting under another's name."""
+    sources = Sources(
+        {
+            "one": Source("one", "http://127.0.0.1:9", "key-one"),
+            "two": Source("two", "http://127.0.0.1:9", "key-two"),
+        }
+    )
+    app = create_app(store, token=TOKEN, sources=sources)
+    with TestClient(app, raise_server_exceptions=False) as test_client:
+        headers = {**AUTH, "X-Session-API-Key": "key-two"}
+        _refused(test_client.post(f"/events/{HEX}", json=[EVENT], headers=headers), 403, "'two'")
+        _refused(
+            test_client.post("/conversations", json={"id": HEX}, headers=headers), 403, "'two'"
+        )
+        # its own key, or a key of no configured source, passes on to its server (port 9: 502)
+        for key in ("key-one", "another-key-of-one"):
+            headers = {**AUTH, "X-Session-API-Key": key}
+            answer = test_client.post(f"/events/{HEX}", json=[EVENT], headers=headers)
+            _refused(answer, 502, "agent server one")
+        metrics = test_client.get("/metrics", headers=AUTH).text
+    assert 'viewstore_ingest_refusals_total{source="-",reason="not_owner"} 2' in metrics
+    assert store.conversation_ids() == []
+
+
+@pytest.mark.parametrize(
+    ("event_id", "words"),
+    [
+        ("\\ud800", "lone surrogate"),
+        ("a\\u0000b", "not allowed"),
+        ("a/b", "not allowed"),
+        ("", "must not be empty"),
+        ("x" * 513, "the limit is 512"),
+    ],
+)
+def test_bad_event_ids_are_a_400(
+    client: TestClient, store: EventStore, event_id: str, words: str
+) -> None:
+    body = f'[{{"id": "{event_id}", "kind": "MessageEvent"}}]'
+    _refused(client.post(f"/events/{HEX}", content=body, headers=AUTH), 400, words)
+    kind = f'[{{"id": "e1", "kind": "{event_id or "x" * 300}"}}]'
+    _refused(client.post(f"/events/{HEX}", content=kind, headers=AUTH), 400, "kind")
+    assert store.conversation_ids() == []
+
+
 def test_an_unreachable_agent_server_is_a_502_and_no_write(
     client: TestClient, store: EventStore
 ) -> None:

@@ -297,7 +297,10 @@ def _done(request: Request, source: Source, result: PullResult) -> Response:
 
 def _source(request: Request) -> Source:
     sources: Sources = request.app.state.sources
-    source = sources.for_request(request.headers)
+    try:
+        source = sources.for_request(request.headers)
+    except InvalidArgumentError as error:
+        raise Refused(403, str(error), "not_owner") from error
     if source is None:
         raise Refused(
             400,

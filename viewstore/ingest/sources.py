@@ -122,18 +122,32 @@ class Sources:
 
     def for_request(self, headers: Mapping[str, str]) -> Source | None:
         """The source a post comes from: named by its header, else the one whose session API
-        key it carries (compared in constant time), else None."""
+        key it carries (compared in constant time), else None. A post that names one source
+        and carries another's key is an agent server posting under another's name:
+        ``InvalidArgumentError``."""
         named = headers.get(SOURCE_HEADER)
-        if named is not None:
-            return self.by_name.get(named)
-        key = headers.get(SESSION_KEY_HEADER)
-        if key:
-            for source in self.by_name.values():
-                if source.session_api_key is not None and hmac.compare_digest(
-                    source.session_api_key.encode(), key.encode()
-                ):
-                    return source
-        return None
+        keyed = self.by_key(headers.get(SESSION_KEY_HEADER))
+        if named is None:
+            return keyed
+        if keyed is not None and keyed.name != named:
+            raise InvalidArgumentError(
+                f"the post names agent server {named!r} but carries the session key of "
+                f"{keyed.name!r}"
+            )
+        return self.by_name.get(named)
+
+    def by_key(self, key: str | None) -> Source | None:
+        """The source whose session API key is ``key``, compared in constant time."""
+        if not key:
+            return None
+        given = key.encode("utf-8", "surrogateescape")
+        found = None
+        for source in self.by_name.values():
+            if source.session_api_key is not None and hmac.compare_digest(
+                source.session_api_key.encode(), given
+            ):
+                found = source
+        return found
 
 
 def _format(file: Path) -> str:
