@@ -23,7 +23,8 @@ from starlette.templating import Jinja2Templates
 
 from viewstore.errors import ConversationNotFoundError, InvalidArgumentError, ViewstoreError
 from viewstore.store import EventStore
-from viewstore.web import api, errors, pages
+from viewstore.web import api, errors, feed_stream, pages
+from viewstore.web.feed_stream import FeedStreams
 from viewstore.web.model import NotFound
 from viewstore.web.params import BadRequest
 from viewstore.web.readonly import read_only_store
@@ -49,11 +50,18 @@ def templates() -> Jinja2Templates:
 
 
 def create_app(
-    store: EventStore | str, *, schema: str | None = None, token: str | None = None
+    store: EventStore | str,
+    *,
+    schema: str | None = None,
+    token: str | None = None,
+    max_streams: int | None = None,
 ) -> Starlette:
     """The viewer over ``store`` (a URL: opened read-only, in PostgreSQL schema ``schema``
     if given, and closed with the app). Every answer carries security headers; with
-    ``token`` every request needs it (``viewstore.web.security``)."""
+    ``token`` every request needs it (``viewstore.web.security``). ``max_streams``: open
+    feed streams at most (``viewstore.web.feed_stream``; default
+    ``$VIEWSTORE_SERVE_MAX_STREAMS``, else 100)."""
+    streams = FeedStreams(feed_stream.max_streams(max_streams))  # checked before opening
     owned = isinstance(store, str)
     reader = read_only_store(store, schema) if isinstance(store, str) else store
     app = Starlette(
@@ -71,7 +79,7 @@ def create_app(
             ViewstoreError: errors.handler(503),
             Exception: errors.handler(500),
         },
-        lifespan=_closing(reader) if owned else None,
+        lifespan=_closing(streams, reader if owned else None),
         middleware=[
             Middleware(SecurityMiddleware, token=token, browser=True),  # the token first
             Middleware(URLCheck),
@@ -79,16 +87,19 @@ def create_app(
     )
     app.state.store = reader
     app.state.templates = templates()
+    app.state.feed_streams = streams
     return app
 
 
-def _closing(store: EventStore) -> Any:
+def _closing(streams: FeedStreams, owned: EventStore | None) -> Any:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
             yield
         finally:
-            store.engine.dispose()
+            await streams.aclose()
+            if owned is not None:
+                owned.engine.dispose()
 
     return lifespan
 

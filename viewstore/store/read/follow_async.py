@@ -14,7 +14,8 @@ methods in SQLAlchemy's greenlets gets that from ``EventStore._follow_target()``
         ...
 
 The iterator never ends by itself; ``aclose()`` it (or leave an ``async for``) to close its
-connection.
+connection. Many followers in one process can share one listening connection instead: pass
+a ``viewstore.store.read.follow_hub.FollowHub`` as the target.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from viewstore.errors import TransientStorageError
 from viewstore.store.database.translate import translate_driver
@@ -30,6 +31,9 @@ from viewstore.store.read.feed import FeedEntry
 from viewstore.store.read.follow import ListenTarget
 from viewstore.store.read.follow_state import DEFAULT_LIMIT, DEFAULT_POLL, FollowState
 from viewstore.store.read.shard_feed import check_map
+
+if TYPE_CHECKING:
+    from viewstore.store.read.follow_hub import FollowHub
 
 logger = logging.getLogger("viewstore.follow")
 
@@ -43,8 +47,12 @@ class AsyncListener:
         self._target = target
         self._conn: Any = None
 
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and not self._conn.closed
+
     async def ensure(self) -> None:
-        if self._conn is not None and not self._conn.closed:
+        if self.connected:
             return
         import psycopg  # noqa: PLC0415 - PostgreSQL only
 
@@ -88,25 +96,45 @@ class AsyncListener:
             self._conn = None
 
 
+class Waiter(Protocol):
+    """What a follower waits on: a connection of its own (``AsyncListener``) or its share of
+    one that many followers use (``follow_hub.Subscription``)."""
+
+    async def ensure(self) -> None: ...
+
+    async def wait(self, timeout: float) -> list[str]: ...
+
+    async def close(self) -> None: ...
+
+
 def follow_async(
     read: AsyncRead,
-    target: ListenTarget | None,
+    target: ListenTarget | FollowHub | None,
     *,
     after: str | None = None,
     poll: float = DEFAULT_POLL,
     limit: int = DEFAULT_LIMIT,
 ) -> AsyncGenerator[FeedEntry]:
     """Every feed entry after ``after`` as it commits, for ever (``EventStore.follow``'s
-    guarantee and timing). The arguments are checked here, before the first entry."""
+    guarantee and timing). ``target``: where commits notify (listened to on a connection of
+    this follower's own), or a ``FollowHub`` that listens for many followers; None: poll.
+    The arguments are checked here, before the first entry."""
     if after is not None:
         check_map(after)
     state = FollowState(after, poll, limit)
     state.woken_by_notifications(target is not None)
-    return _follow(read, None if target is None else AsyncListener(target), state)
+    waiter: Waiter | None
+    if target is None:
+        waiter = None
+    elif isinstance(target, ListenTarget):
+        waiter = AsyncListener(target)
+    else:
+        waiter = target.subscribe()
+    return _follow(read, waiter, state)
 
 
 async def _follow(
-    read: AsyncRead, listener: AsyncListener | None, state: FollowState
+    read: AsyncRead, listener: Waiter | None, state: FollowState
 ) -> AsyncGenerator[FeedEntry]:
     try:
         while True:
@@ -137,10 +165,10 @@ async def _follow(
             await listener.close()
 
 
-async def _lost(listener: AsyncListener | None, error: TransientStorageError) -> None:
+async def _lost(listener: Waiter | None, error: TransientStorageError) -> None:
     logger.warning("following the change feed: %s; reconnecting", error)
-    if listener is not None:
+    if isinstance(listener, AsyncListener):  # a hub looks after its own connection
         await listener.close()
 
 
-__all__ = ["AsyncListener", "follow_async"]
+__all__ = ["AsyncListener", "Waiter", "follow_async"]
