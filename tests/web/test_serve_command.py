@@ -28,6 +28,15 @@ def test_serve_refuses_a_database_it_does_not_run_on(tmp_path: Path) -> None:
     assert "mysql" in failed_with_one_line(done)
 
 
+def test_serve_refuses_a_bad_stream_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'capped.db'}"
+    with EventStore(url) as store:
+        store.create_schema()
+    monkeypatch.setenv("VIEWSTORE_SERVE_MAX_STREAMS", "many")
+    done = run_viewstore(url, "serve", "--port", "0")
+    assert "VIEWSTORE_SERVE_MAX_STREAMS must be a whole number" in failed_with_one_line(done)
+
+
 def test_serve_rejects_a_bad_port() -> None:
     done = run_viewstore("sqlite:///x.db", "serve", "--port", "70000")
     assert done.returncode == 2 and "Traceback" not in done.stderr
