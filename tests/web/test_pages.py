@@ -52,6 +52,7 @@ def test_list_searches_sorts_and_pages(client: TestClient, browsed: Browsed) -> 
 
 def test_list_shows_what_an_agent_server_said(db_url: str, browsed: Browsed) -> None:
     with EventStore(db_url) as store:
+        store.hand_over(browsed.script, "sandbox-3")  # it holds events no server was the source of
         store.save_conversation_info(
             SourceInfo(
                 browsed.script, "sandbox-3", title="Port <the> tests", execution_status="idle"
