@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -27,6 +28,7 @@ class FaultyRelay:
         self.hold = threading.Event()  # set: answers wait until released
         self.released = threading.Event()
         self.held = 0  # requests waiting now
+        self.trickle = 0.0  # > 0: the answer's bytes go out one at a time, this many s apart
         self.lock = threading.Lock()
         self.port = free_port()
         self.server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
@@ -39,6 +41,7 @@ class FaultyRelay:
 
     def honest(self) -> None:
         self.rewrite = None
+        self.trickle = 0.0
         self.hold.clear()
         self.released.set()
 
@@ -93,7 +96,13 @@ class FaultyRelay:
                     self.send_header("content-type", "application/json")
                     self.send_header("content-length", str(len(body)))
                     self.end_headers()
-                    self.wfile.write(body)
+                    if relay.trickle:
+                        for byte in body:
+                            self.wfile.write(bytes([byte]))
+                            self.wfile.flush()
+                            time.sleep(relay.trickle)
+                    else:
+                        self.wfile.write(body)
                 except OSError:
                     pass  # the ingest gave up on this answer (its timeout)
 

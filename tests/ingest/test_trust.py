@@ -396,11 +396,21 @@ def test_a_hanging_server_delays_only_its_own_posts(
 
 
 def test_each_rest_call_has_a_deadline(fleet: Fleet, fresh_pg_url: str, tmp_path: Path) -> None:
+    """A server that never answers, and one that answers a byte every 0.2 s (no single read
+    waits long, so a socket timeout alone would never fire): each post ends with a 502 within
+    the source's timeout (1.5 s) per call, not when the server is done."""
     with _site(fleet, fresh_pg_url, tmp_path, alpha=1.5) as current:
-        current.relays["alpha"].hang()
+        relay = current.relays["alpha"]
+        relay.hang()
         started = time.monotonic()
         _refused(current.post("alpha", fleet.a1, fleet.log_a1[:3]), 502, "agent server alpha")
-        assert time.monotonic() - started < 20  # bounded by the source's timeout, not hung
+        assert time.monotonic() - started < 10  # bounded by the source's timeout, not hung
+        relay.honest()
+        relay.trickle = 0.2
+        started = time.monotonic()
+        _refused(current.post("alpha", fleet.a1, fleet.log_a1[:3]), 502, "time limit")
+        assert time.monotonic() - started < 10
+        assert current.events(fleet.a1) == []
         current.relays["alpha"].honest()
         assert current.post("alpha", fleet.a1, fleet.log_a1[:3])[0] == 200
 

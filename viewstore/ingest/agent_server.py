@@ -87,6 +87,7 @@ class AgentServerClient:
             headers["X-Session-API-Key"] = self.source.session_api_key
         try:
             connection.request("GET", parts.path + target, headers=headers)
+            _wait_until(connection, deadline)
             response = connection.getresponse()
             raw = _read_until(connection, response, deadline)
         except (OSError, http.client.HTTPException, ValueError) as error:
@@ -109,11 +110,7 @@ def _read_until(
     chunks: list[bytes] = []
     size = 0
     while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("no complete answer within the time limit")
-        if connection.sock is not None:
-            connection.sock.settimeout(left)
+        _wait_until(connection, deadline)
         chunk = response.read1(READ_CHUNK)
         if not chunk:
             return b"".join(chunks)
@@ -121,6 +118,15 @@ def _read_until(
         if size > MAX_RESPONSE_BYTES:
             raise ValueError("the answer is too large")
         chunks.append(chunk)
+
+
+def _wait_until(connection: http.client.HTTPConnection, deadline: float) -> None:
+    """The next socket operation may block until ``deadline`` at most."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("no complete answer within the time limit")
+    if connection.sock is not None:
+        connection.sock.settimeout(left)
 
 
 def _reason(error: BaseException) -> str:
