@@ -159,8 +159,8 @@ def _check_rows(
         # A column a row is loaded by (its role) holds no value the store writes: named here,
         # where a read of the view would fail.
         report.problems.append(f"view_entries: a row no longer loads: {error}")
-        loaded = []
-    have_entries = {entry.order_key: entry for entry in loaded}
+        loaded = None
+    have_entries = {entry.order_key: entry for entry in loaded or ()}
     # A read builds each Event from the row's id and its payload (the log's, or a summary's
     # own): both are compared here, so the envelope column (revision 0023: NULL, unread) is not.
     wrong_rows, wrong_copies = _entry_differences(want_entries, have_entries)
@@ -180,6 +180,9 @@ def _check_rows(
             f"log (first: event {first.id!r}, entered at seq {first.entered_seq}: "
             f"{', '.join(wrong_copies[order_key])})"
         )
+    if loaded is not None:
+        named = wrong_rows | wrong_copies.keys()
+        report.problems.extend(_read_back(conn, key, want_entries, list(have_entries), named))
     want_indices = {(r.position, r.from_seq, r.to_seq) for r in expected.new_indices}
     have_indices = set(rows.load_index_rows(conn, key))
     if want_indices != have_indices:
@@ -188,6 +191,43 @@ def _check_rows(
             f"{len(diff)} manipulation-index rows differ from replay "
             f"(first: position {diff[0][0]} from seq {diff[0][1]})"
         )
+
+
+def _read_back(
+    conn: Connection,
+    key: str,
+    want: dict[str, ViewEntry],
+    order_keys: Sequence[str],
+    named: set[str],
+) -> list[str]:
+    """Every row read back as a view read reads it (``reads.read_every_row``: the id and the
+    payload the reader is sent, whose kind and fields the Event is built from), against
+    replay. The columns checked above are what the read is made of; a read can still go
+    wrong over right columns (issue 37: a fork's row holding its payload's copy and no id read
+    back with the id None, and verify said ok). ``order_keys``: the rows' keys, in key order,
+    read in this transaction's snapshot as the rows below are; ``named``: the keys of rows
+    named already, by the columns that make their read wrong."""
+    read = reads.read_every_row(conn, key)
+    if len(read) != len(order_keys):
+        return [f"a view read returns {len(read)} rows where view_entries has {len(order_keys)}"]
+    wrong = [
+        (order_key, event_id, payload, wanted)
+        for order_key, (event_id, payload) in zip(order_keys, read, strict=True)
+        if order_key not in named
+        and (wanted := want.get(order_key)) is not None
+        and (event_id != wanted.id or payload != wanted.payload)
+    ]
+    if not wrong:
+        return []
+    order_key, event_id, payload, wanted = wrong[0]
+    got = "no payload" if payload is None else "the log's payload"
+    if payload is not None and payload != wanted.payload:
+        got = "another payload than the log's"
+    return [
+        f"{len(wrong)} view rows read back otherwise than the log says (first: seq "
+        f"{wanted.seq}, order key {order_key}: a view read returns the id {event_id!r} with "
+        f"{got}; replay says {wanted.id!r})"
+    ]
 
 
 _COPIES = ("payload", "source", "timestamp", "parent_id")

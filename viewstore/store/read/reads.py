@@ -60,9 +60,11 @@ _FORK_ENTRIES = (
 _LOGGED = "SELECT seq, {} FROM events WHERE conversation_id = :h AND seq IN ({})"
 _CURRENT = "v.left_seq IS NULL ORDER BY v.order_key"
 _AS_OF = "v.entered_seq <= :s AND (v.left_seq IS NULL OR v.left_seq > :s) ORDER BY v.order_key"
-#: (current, as of a seq), by whether the rows may name a holder (a fork's).
+# Every row, alive or left: verify reads each as a view read would (``read_every_row``).
+_EVERY = "1 = 1 ORDER BY v.order_key"
+#: (current, as of a seq, every row), by whether the rows may name a holder (a fork's).
 _VIEW_ENTRIES = {
-    fork: (entries + _CURRENT, entries + _AS_OF)
+    fork: (entries + _CURRENT, entries + _AS_OF, entries + _EVERY)
     for fork, entries in ((False, _ENTRIES), (True, _FORK_ENTRIES))
 }
 _INDICES = "SELECT position FROM manipulation_indices WHERE conversation_id = :c AND "
@@ -103,7 +105,7 @@ def read_view(
     version, unhandled, *lineage_columns = found[0]
     row = _LineageRow(*lineage_columns)
     fork = lineage.is_fork(row)
-    current_entries, entries_as_of = _VIEW_ENTRIES[fork]
+    current_entries, entries_as_of, _ = _VIEW_ENTRIES[fork]
     fetch = _fork_entries if fork else _fetch
     if as_of is None:
         entries = fetch(conn, current_entries + page, params)
@@ -121,6 +123,17 @@ def read_view(
         unhandled_condensation_request=bool(unhandled),
         as_of=as_of,
     )
+
+
+def read_every_row(conn: Connection, conversation_id: str) -> Sequence[Any]:
+    """Every view row the conversation holds, alive or left, in key order, as (event id,
+    payload) exactly as a view read returns them: the statements and the lookups of
+    ``read_view``, with no lifetime in the condition. ``verify`` checks what a reader is sent
+    with it, not only the columns it is built from."""
+    row = lineage_row(conn, conversation_id)
+    fork = lineage.is_fork(row)
+    fetch = _fork_entries if fork else _fetch
+    return fetch(conn, _VIEW_ENTRIES[fork][2], {"c": conversation_id})
 
 
 def in_view(
@@ -181,20 +194,26 @@ _END = 2**62  # past any seq
 def _fork_entries(conn: Connection, sql: str, params: dict[str, Any]) -> Sequence[Any]:
     """A fork's view rows (``_FORK_ENTRIES``) as (event id, payload): an event's, which the row
     does not hold, is read from its holder's log (the row's own conversation's when it names
-    none), by seq, a few hundred at a time."""
+    none), by seq, a few hundred at a time.
+
+    The id and the payload are looked up apart: a row may hold its payload's copy and no id.
+    A fork copies its source's rows as they are, so one made while revision 0022's batches ran
+    may keep copies the batches had already passed over, whose ids revision 0026 then cleared
+    (issue 37: the fork's view listed None ids)."""
     found = _fetch(conn, sql, params)
     wanted: dict[str, list[int]] = {}
-    for _, payload, seq, holder in found:
-        if payload is None:
+    for own_id, payload, seq, holder in found:
+        if payload is None or own_id is None:
             wanted.setdefault(holder or params["c"], []).append(seq)
     logged = logged_by_seq(conn, wanted, "event_id, payload")
     entries = []
     for own_id, own_payload, seq, holder in found:
-        if own_payload is not None:  # a summary's, or a copy a row migrating to 0022 holds
+        # Own: a summary's, or a copy a row migrating to revision 0022 (an id: to 0026) holds.
+        if own_payload is not None and own_id is not None:
             entries.append((own_id, own_payload))
             continue
         logged_id, payload = logged.get((holder or params["c"], seq), (None, None))
-        entries.append((own_id or logged_id, payload))  # own: a row 0026 has not reached
+        entries.append((own_id or logged_id, own_payload if own_payload is not None else payload))
     return entries
 
 
