@@ -16,10 +16,12 @@ The DDL is instant and committed first: ``holder`` added, ``payload`` made nulla
 (PostgreSQL: ``DROP NOT NULL``; SQLite cannot alter a column's constraint in place, and the
 documented way to drop a NOT NULL whose removal changes no stored byte is to edit the table's
 text in ``sqlite_schema`` under ``writable_schema``), the analyst views ``attention_window`` and
-``view_history`` redefined over the join (their grants kept). Then, on a store holding rows,
-``viewstore.store.database.payload_once`` sets the forks' holders and NULLs the copies in short
-transactions: appends and reads go on meanwhile, and a migration killed half way finishes
-when run again. The downgrade writes the copies back from the log.
+``view_history`` redefined over the join (their grants kept). On a store holding rows it runs in
+a transaction of its own that locks its tables first, as appends do
+(``viewstore.store.database.online_ddl``). Then ``viewstore.store.database.payload_once`` sets
+the forks' holders and NULLs the copies in short transactions: appends, forks and reads go on
+meanwhile (a fork made meanwhile is taken too), and a migration killed half way finishes when
+run again. The downgrade writes the copies back from the log.
 
 PostgreSQL: the log's ``payload`` is compressed with lz4 where the server has it (new rows;
 pglz otherwise) and stored ``MAIN``: compressed and kept in its row, moved out of line only
@@ -33,7 +35,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from viewstore.store.database import payload_once
+from viewstore.store.database import forgotten, online_ddl, payload_once
 
 revision = "0022"
 down_revision = "0021"
@@ -164,27 +166,34 @@ def _postgres_log_storage(bind: sa.Connection, *, compressed: bool) -> None:
     op.execute(f"ALTER TABLE events ALTER COLUMN payload SET STORAGE {storage}")
 
 
-def upgrade() -> None:
-    bind = op.get_bind()
-    dialect = bind.dialect.name
+def _ddl(bind: sa.Connection) -> None:
+    """The instant part: no stored byte changes."""
     if not _has_holder(bind):
         op.add_column("view_entries", sa.Column("holder", sa.String(255), nullable=True))
-    if dialect == "sqlite":
+    if bind.dialect.name == "sqlite":
         payload_once.sqlite_not_null(bind, "view_entries", "payload", not_null=False)
     else:
         op.alter_column("view_entries", "payload", existing_type=sa.Text(), nullable=True)
         _postgres_log_storage(bind, compressed=True)
     _replace_views(bind, _create_joined_views)
-    # Revisions 0023's and 0026's own DDL, here too: an append made while the batches below
-    # run comes from code that writes an event's row without an envelope (revision 0023), id
-    # or kind (revision 0026).
+    # Revisions 0023's, 0024's and 0026's own DDL, here too: an append made while the batches
+    # below run comes from code that writes an event's row without an envelope (revision
+    # 0023), id or kind (revision 0026), and a condensation's ``not_in_view`` (revision 0024;
+    # without it every append of a condensation failed, issue 37).
     payload_once.envelope_nullable(bind, nullable=True)
     payload_once.ids_nullable(bind, nullable=True)
+    forgotten.add_not_in_view(bind)
+
+
+def upgrade() -> None:
+    bind = op.get_bind()
     if bind.execute(sa.text("SELECT 1 FROM view_entries LIMIT 1")).first() is None:
+        _ddl(bind)
         return  # a new store: nothing to move, and the migration stays one transaction
-    # Committed here: the DDL above, the revisions before. The batches below take the write
-    # lock for one short transaction each; the migration lock is taken again after them.
-    bind.commit()
+    # The revisions before are committed, then the DDL in a short transaction of its own that
+    # locks its tables as appends do (``online_ddl``). The batches below take the write lock
+    # for one short transaction each; the migration lock is taken again after them.
+    online_ddl.run_alone(bind, lambda: _ddl(bind), ("events", "view_entries", "condensations"))
     payload_once.set_holders(bind)
     payload_once.drop_copies(bind)
     payload_once.relock(bind)
@@ -216,8 +225,13 @@ def downgrade() -> None:
     bind = op.get_bind()
     dialect = bind.dialect.name
     op.execute(_FILL)
+    # A store stopped before revision 0024 has the column this revision's DDL adds for it.
+    forgotten.drop_not_in_view(bind)
     # A store stopped during 0023's batches is stamped 0022, and may hold event rows without
-    # an envelope, which revisions before 0022 read.
+    # an envelope, and rows appended meanwhile without an id or kind (revision 0026), which
+    # revisions before 0022 read: the ids first, which the envelopes are packed with.
+    payload_once.fill_ids(bind)
+    payload_once.ids_nullable(bind, nullable=False)
     payload_once.fill_envelopes(bind)
     payload_once.envelope_nullable(bind, nullable=False)
     _replace_views(bind, _create_copy_views)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from viewstore.store.database import payload_once
+from viewstore.store.database import forgotten, online_ddl, payload_once
 
 revision = "0023"
 down_revision = "0022"
@@ -37,22 +37,32 @@ branch_labels = None
 depends_on = None
 
 
+def _ddl(bind: sa.Connection) -> None:
+    payload_once.envelope_nullable(bind, nullable=True)  # done by 0022 on a store it migrated
+    # Revisions 0024's and 0026's DDL, here too: an append made while the batches below run
+    # comes from code that writes an event's row without an id or kind, and a condensation's
+    # ``not_in_view``.
+    payload_once.ids_nullable(bind, nullable=True)
+    forgotten.add_not_in_view(bind)
+
+
 def upgrade() -> None:
     bind = op.get_bind()
-    payload_once.envelope_nullable(bind, nullable=True)  # done by 0022 on a store it migrated
-    # Revision 0026's DDL, here too: an append made while the batches below run comes from
-    # code that writes an event's row without an id or kind.
-    payload_once.ids_nullable(bind, nullable=True)
     if bind.execute(sa.text("SELECT 1 FROM view_entries LIMIT 1")).first() is None:
+        _ddl(bind)
         return  # a new store: nothing to move, and the migration stays one transaction
-    # Committed here, as in revision 0022: the batches take the write lock for one short
-    # transaction each, and the migration lock is taken again after them.
-    bind.commit()
+    # Committed here, as in revision 0022: the DDL in a short transaction of its own that locks
+    # its tables as appends do, then the batches, each taking the write lock for one short
+    # transaction; the migration lock is taken again after them.
+    online_ddl.run_alone(bind, lambda: _ddl(bind), ("view_entries", "condensations"))
     payload_once.drop_envelopes(bind)
     payload_once.relock(bind)
 
 
 def downgrade() -> None:
     bind = op.get_bind()
+    # Rows appended while the batches ran hold no id or kind (revision 0026's DDL is done
+    # above): the envelopes are packed with them.
+    payload_once.fill_ids(bind)
     payload_once.fill_envelopes(bind)
     payload_once.envelope_nullable(bind, nullable=False)

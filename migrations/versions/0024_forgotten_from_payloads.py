@@ -28,7 +28,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from viewstore.store.database import forgotten, payload_once, roles
+from viewstore.store.database import forgotten, online_ddl, payload_once, roles
 
 revision = "0024"
 down_revision = "0023"
@@ -36,26 +36,27 @@ branch_labels = None
 depends_on = None
 
 
-def _columns(bind: sa.Connection, table: str) -> set[str]:
-    return {column["name"] for column in sa.inspect(bind).get_columns(table)}
+def _ddl(bind: sa.Connection) -> None:
+    forgotten.add_not_in_view(bind)  # done by 0022 or 0023 on a store they migrated
+    if not forgotten.exists(bind, forgotten.LEGACY):  # not a second run
+        rename = f"ALTER TABLE {forgotten.VIEW} RENAME TO {forgotten.LEGACY}"
+        forgotten.replace(bind, lambda: op.execute(rename), legacy=True)
+    # Revision 0026's DDL, here too: an append made while the batches below run comes from
+    # code that writes an event's row without an id or kind.
+    payload_once.ids_nullable(bind, nullable=True)
 
 
 def upgrade() -> None:
     bind = op.get_bind()
-    if "not_in_view" not in _columns(bind, "condensations"):
-        op.add_column("condensations", sa.Column("not_in_view", sa.Text(), nullable=True))
-    if not forgotten.exists(bind, forgotten.LEGACY):  # not a second run
-        rename = f"ALTER TABLE {forgotten.VIEW} RENAME TO {forgotten.LEGACY}"
-        forgotten.replace(bind, lambda: op.execute(rename), legacy=True)
-    if bind.execute(sa.text(f"SELECT 1 FROM {forgotten.LEGACY} LIMIT 1")).first() is None:
+    old_rows = forgotten.LEGACY if forgotten.exists(bind, forgotten.LEGACY) else forgotten.VIEW
+    if bind.execute(sa.text(f"SELECT 1 FROM {old_rows} LIMIT 1")).first() is None:
+        _ddl(bind)
         forgotten.finish(bind)  # nothing to move: the migration stays one transaction
         return
-    # Revision 0026's DDL, here too: an append made while the batches below run comes from
-    # code that writes an event's row without an id or kind.
-    payload_once.ids_nullable(bind, nullable=True)
-    # Committed here, as in revisions 0022 and 0023: the batches take the write lock for one
-    # short transaction each; the migration lock is taken again before the last step.
-    bind.commit()
+    # Committed here, as in revisions 0022 and 0023: the DDL in a short transaction of its own
+    # that locks its tables as appends do, then the batches, each taking the write lock for
+    # one short transaction; the migration lock is taken again before the last step.
+    online_ddl.run_alone(bind, lambda: _ddl(bind), ("view_entries", "condensations"))
     forgotten.move(bind)
     payload_once.relock(bind)
     forgotten.finish(bind)

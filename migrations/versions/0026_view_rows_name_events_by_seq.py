@@ -27,7 +27,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from viewstore.store.database import analyst_views, payload_once
+from viewstore.store.database import analyst_views, online_ddl, payload_once
 
 revision = "0026"
 down_revision = "0025"
@@ -35,13 +35,19 @@ branch_labels = None
 depends_on = None
 
 
-def upgrade() -> None:
-    bind = op.get_bind()
+def _ddl(bind: sa.Connection) -> None:
     payload_once.ids_nullable(bind, nullable=True)
     analyst_views.replace(bind, ids_from_log=True)
+
+
+def upgrade() -> None:
+    bind = op.get_bind()
     if bind.execute(sa.text("SELECT 1 FROM view_entries LIMIT 1")).first() is None:
+        _ddl(bind)
         return  # a new store: nothing to move, and the migration stays one transaction
-    bind.commit()
+    # As in revision 0022: the DDL in a short transaction of its own that locks its tables as
+    # appends do, then the batches.
+    online_ddl.run_alone(bind, lambda: _ddl(bind), ("view_entries",))
     payload_once.drop_ids(bind)
     payload_once.relock(bind)
 

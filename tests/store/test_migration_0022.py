@@ -11,16 +11,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from alembic.script import ScriptDirectory
 from sqlalchemy import text
 
 from viewstore import EventStore
+from viewstore.store.database.migrate import alembic_config
 
-from ._helpers import LAYOUTS, A, C, O, S, U
-from ._migrating import kill_half_way, migrated_and_fresh, stamped
-from .test_migrations import downgrade, drift
+from ._helpers import LAYOUTS, A, C, O, S, U, layout_url
+from ._migrating import (
+    assert_reads_replay,
+    forgotten_rows,
+    kill_half_way,
+    killed_and_racing,
+    migrated_and_fresh,
+    stamped,
+)
+from .test_migrations import downgrade, drift, upgrade
 from .test_view_rows import rich_history
 
 REPO = Path(__file__).resolve().parents[2]
+HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
 def long_history(pairs: int) -> list[dict[str, Any]]:
@@ -168,3 +178,69 @@ def killed_and_run_again(
             fill(fresh, pairs=1500)
             fresh.append("long", [U("meanwhile")])
             assert_equal_stores(migrated, fresh)
+
+
+_CLEARED = "SELECT count(*) FROM view_entries WHERE NOT is_summary AND payload IS NULL"
+
+
+@pytest.mark.parametrize("layout", ["sqlite", "postgres"])
+def test_a_killed_migration_run_again_while_workers_append_and_fork(
+    request: pytest.FixtureRequest, layout: str, tmp_path: Path
+) -> None:
+    """Issue 37: run again while agent workers append, condense and fork, the migration
+    deadlocked with them (PostgreSQL), and appends of condensations failed ("schema missing or
+    outdated"). No call of theirs fails now, the migration ends, and the store verifies and
+    reads as a replay of its log, the workers' forks included."""
+    url, _ = layout_url(request, layout)
+    with EventStore(url) as store:
+        store.create_schema()
+        fill(store, pairs=1000)
+        downgrade(store, "0021")
+        race = killed_and_racing(store, url, tmp_path, _CLEARED)
+        assert (race.migrated, race.failures) == (0, {}), race.migration_errors[-800:]
+        assert min(race.calls) > 0 and race.forks  # they did work through it all
+        assert stamped(store) == HEAD
+        report = store.verify()
+        assert report.ok, [c.problems for c in report.conversations if not c.ok]
+        assert_reads_replay(store)
+
+
+@pytest.mark.parametrize("layout", ["sqlite", "postgres"])
+def test_a_condensation_appended_before_0024_runs(
+    request: pytest.FixtureRequest, layout: str
+) -> None:
+    """Revisions 0022 and 0023 add revision 0024's ``condensations.not_in_view`` in their DDL:
+    this code writes it with each condensation, and appends made while their batches ran
+    failed (issue 37). One appended to a store stopped at 0023 is kept when the store is taken
+    down to 0021 (its rows of ``condensation_forgotten`` written from its payload, the ids
+    its rows lack from the log) and up again: the store equals one built fresh."""
+    url, _, fresh_url = migrated_and_fresh(request, layout)
+    late = [A("a-late", "t-late", "r-late"), C("c-late", ["a-late", "a250", "ghost"], "late", 1)]
+    with EventStore(url) as migrated, EventStore(fresh_url) as fresh:
+        migrated.create_schema()
+        fill(migrated)
+        downgrade(migrated, "0021")
+        upgrade(migrated, "0023")
+        migrated.append("long", late)
+        downgrade(migrated, "0021")
+        with migrated.engine.connect() as conn:
+            listed = conn.execute(
+                text(
+                    "SELECT f.event_id, f.was_in_view FROM condensation_forgotten f "
+                    "JOIN condensations c ON c.conversation_id = f.conversation_id "
+                    "AND c.seq = f.seq WHERE c.event_id = 'c-late' ORDER BY f.event_id"
+                )
+            )
+            assert [(i, bool(w)) for i, w in listed] == [
+                ("a-late", True),
+                ("a250", True),
+                ("ghost", False),
+            ]
+            no_id = "SELECT count(*) FROM view_entries WHERE event_id IS NULL OR envelope IS NULL"
+            assert conn.execute(text(no_id)).scalar_one() == 0  # as revision 0021 reads them
+        migrated.create_schema()
+        fresh.create_schema()
+        fill(fresh)
+        fresh.append("long", late)
+        assert forgotten_rows(migrated) == forgotten_rows(fresh)
+        assert_equal_stores(migrated, fresh)

@@ -18,7 +18,7 @@ from viewstore import EventStore
 from viewstore.store.database.forgotten import LEGACY
 
 from ._helpers import LAYOUTS, A, C, O, S, U
-from ._migrating import kill_half_way, migrated_and_fresh, stamped
+from ._migrating import forgotten_rows, kill_half_way, migrated_and_fresh, stamped
 from .test_migration_0022 import assert_equal_stores, fill
 from .test_migrations import downgrade, drift
 
@@ -33,17 +33,6 @@ def condensing(store: EventStore, key: str, rounds: int) -> None:
         earlier = f"a{i - 1}" if i else "u"
         forget = [f"a{i}", f"o{i}", f"ghost{i}", earlier, earlier]
         store.append(key, [A(f"a{i}", f"t{i}", f"r{i}"), O(f"o{i}", f"t{i}"), C(f"c{i}", forget)])
-
-
-def forgotten_rows(store: EventStore) -> list[tuple[Any, ...]]:
-    with store.engine.connect() as conn:
-        found = conn.execute(
-            text(
-                "SELECT conversation_id, seq, event_id, was_in_view FROM condensation_forgotten "
-                "ORDER BY conversation_id, seq, event_id"
-            )
-        )
-        return [(c, int(s), e, bool(w)) for c, s, e, w in found]
 
 
 def condensation_rows(store: EventStore) -> list[tuple[Any, ...]]:

@@ -204,3 +204,38 @@ def finish(conn: sa.Connection) -> None:
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS {LEGACY}")
 
     replace(conn, drop, legacy=False)
+
+
+def _has_not_in_view(conn: sa.Connection) -> bool:
+    return "not_in_view" in {
+        column["name"] for column in sa.inspect(conn).get_columns("condensations")
+    }
+
+
+def add_not_in_view(conn: sa.Connection) -> None:
+    """``condensations.not_in_view``, where it is missing: revision 0024's column, which
+    revisions 0022 and 0023 add in their instant DDL too. This code writes it with every
+    condensation, and an append made while their batches run must be accepted (issue 37:
+    each one failed, "the viewstore schema is missing or outdated"). The table stays as it is
+    until revision 0024: such an append writes no row of it (nor did this code), and the view
+    revision 0024 makes shows its condensations from their payloads (``view_sql``: their
+    ``not_in_view`` is set)."""
+    if not _has_not_in_view(conn):
+        conn.exec_driver_sql("ALTER TABLE condensations ADD COLUMN not_in_view TEXT")
+
+
+def drop_not_in_view(conn: sa.Connection) -> None:
+    """Undo ``add_not_in_view`` on a store taken below revision 0022, whose
+    ``condensation_forgotten`` is still the table: the condensations an append gave their
+    ``not_in_view`` (and no rows of the table) get their rows from their payloads first, as
+    the code before revision 0024 wrote them, then the column goes."""
+    if not _has_not_in_view(conn):
+        return
+    written = _FROM_PAYLOADS[conn.dialect.name].format(moved="AND c.not_in_view IS NOT NULL")
+    conn.exec_driver_sql(
+        f"INSERT INTO {VIEW} (conversation_id, seq, event_id, was_in_view) "
+        f"SELECT w.conversation_id, w.seq, w.event_id, w.was_in_view FROM ({written}) AS w "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {VIEW} f "
+        "WHERE f.conversation_id = w.conversation_id AND f.seq = w.seq)"
+    )
+    conn.exec_driver_sql("ALTER TABLE condensations DROP COLUMN not_in_view")

@@ -40,17 +40,25 @@ from viewstore.store.read import lineage
 #: (tests kill a migration half way through with small batches).
 BATCH = 1000
 
-_FORKS = "SELECT id, forked_from, fork_seq FROM conversations WHERE forked_from IS NOT NULL"
+# In id order: a run is the same each time (and a test can tell which fork comes when).
+_FORKS = (
+    "SELECT id, forked_from, fork_seq FROM conversations WHERE forked_from IS NOT NULL ORDER BY id"
+)
+# A fork's rows may name a wrong holder, not only none: see ``set_holders``.
 _SET_HOLDER = (
     "UPDATE view_entries SET holder = :h WHERE conversation_id = :c AND seq > :a AND seq <= :b "
-    "AND holder IS NULL"
+    "AND (holder IS NULL OR holder <> :h)"
 )
+# PostgreSQL: the conversation's row locked as an append to it, or a fork copying its rows,
+# locks it. SQLite: the transaction holds the database's write lock already.
+_LOCK = "SELECT id FROM conversations WHERE id = :c FOR UPDATE"
 # The next batch's last key: the table's primary key read in order, from after the last one.
 _AFTER = "(conversation_id > :c OR (conversation_id = :c AND order_key > :k))"
 _NEXT_KEY = (
     f"SELECT conversation_id, order_key FROM view_entries WHERE {_AFTER} "
     "ORDER BY conversation_id, order_key LIMIT 1 OFFSET :n"
 )
+_BEFORE_EVERY_KEY = {"c": "", "k": ""}  # ids and keys are not empty
 _DROP = (
     "UPDATE view_entries SET payload = NULL, source = NULL, timestamp = NULL, parent_id = NULL "
     f"WHERE {_AFTER} AND NOT is_summary AND payload IS NOT NULL"
@@ -61,6 +69,7 @@ _DROP_IDS = (
     f"WHERE {_AFTER} AND NOT is_summary AND event_id IS NOT NULL"
 )
 _UPTO = " AND (conversation_id < :d OR (conversation_id = :d AND order_key <= :l))"
+_ONE = " AND conversation_id = :f"
 
 
 def batch_size() -> int:
@@ -69,15 +78,36 @@ def batch_size() -> int:
 
 def set_holders(conn: sa.Connection) -> int:
     """Give each fork's rows of events in its sources' logs their ``holder``, one fork per
-    transaction; returns the rows set."""
-    done = 0
-    for row in list(conn.execute(sa.text(_FORKS))):
-        parts = lineage.segments(conn, row)
-        for part in parts[:-1]:
-            params = {"h": part.conversation_id, "c": row.id, "a": part.after, "b": part.upto}
-            done += conn.execute(sa.text(_SET_HOLDER), params).rowcount
-        conn.commit()
-    return done
+    transaction; returns the rows set.
+
+    Workers go on forking meanwhile, and a fork copies its source's rows as they are: a row's
+    holder, or else its source (``viewstore.store.lifecycle.forking``). A fork of a fork this
+    has not reached yet thus names that fork for the events its sources' logs hold, where its
+    log has no such seq, and its view read them as None (issue 37). So a row is set whenever
+    its holder is not the one its lineage says, and the forks are listed again until a listing
+    finds none not done yet. Each fork's row is locked first, as an append to it or a fork of it
+    locks it: a fork that copied the rows before they were set has committed by then, and the
+    next listing finds it; one made after copies them set."""
+    done: set[str] = set()
+    changed = 0
+    while forks := [row for row in conn.execute(sa.text(_FORKS)) if row.id not in done]:
+        for row in forks:
+            if _locked(conn, row.id):
+                for part in lineage.segments(conn, row)[:-1]:
+                    params = {"h": part.conversation_id, "c": row.id, "a": part.after}
+                    params["b"] = part.upto
+                    changed += conn.execute(sa.text(_SET_HOLDER), params).rowcount
+            conn.commit()
+            done.add(row.id)
+    conn.commit()
+    return changed
+
+
+def _locked(conn: sa.Connection, conversation_id: str) -> bool:
+    """Lock the conversation's row for this transaction; False if it is gone (erased)."""
+    if conn.dialect.name != "postgresql":
+        return True
+    return conn.execute(sa.text(_LOCK), {"c": conversation_id}).first() is not None
 
 
 def drop_copies(conn: sa.Connection, batch: int | None = None) -> int:
@@ -99,20 +129,42 @@ def drop_ids(conn: sa.Connection, batch: int | None = None) -> int:
 
 
 def _in_batches(conn: sa.Connection, statement: str, batch: int | None) -> int:
-    """Run ``statement`` over the view rows in key order, ``batch`` rows per transaction."""
+    """Run ``statement`` over the view rows in key order, ``batch`` rows per transaction, then
+    over the rows of the forks made meanwhile (``_forks_made_since``); returns the batches."""
     size = batch or batch_size()
-    after: dict[str, Any] = {"c": "", "k": ""}  # before every key: ids and keys are not empty
+    forks = {str(row.id) for row in conn.execute(sa.text(_FORKS))}
+    after: dict[str, Any] = dict(_BEFORE_EVERY_KEY)
     batches = 0
     while True:
         found = conn.execute(sa.text(_NEXT_KEY), {**after, "n": size - 1}).first()
         if found is None:  # the last batch: whatever is left
             conn.execute(sa.text(statement), after)
             conn.commit()
-            return batches + 1
+            break
         conn.execute(sa.text(statement + _UPTO), {**after, "d": found[0], "l": found[1]})
         conn.commit()
         after = {"c": found[0], "k": found[1]}
         batches += 1
+    _forks_made_since(conn, forks, statement)
+    return batches + 1
+
+
+def _forks_made_since(conn: sa.Connection, known: set[str], statement: str) -> None:
+    """Run ``statement`` over the rows of each fork not in ``known``, one fork per transaction,
+    until a listing finds none. A fork made while the batches ran copied its source's rows as
+    they were then, copies included, under keys the batches may have passed already (issue
+    37: a fork's rows kept their payloads' copies, and then lost their ids to revision 0026).
+    Each fork's row is locked first, as in ``set_holders``, so a fork copying from one of
+    these is either seen by the next listing or copies rows already done."""
+    while forks := [
+        str(row.id) for row in conn.execute(sa.text(_FORKS)) if str(row.id) not in known
+    ]:
+        for fork in forks:
+            if _locked(conn, fork):
+                conn.execute(sa.text(statement + _ONE), {**_BEFORE_EVERY_KEY, "f": fork})
+            conn.commit()
+            known.add(fork)
+    conn.commit()
 
 
 def relock(conn: sa.Connection) -> None:

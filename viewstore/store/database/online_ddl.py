@@ -1,0 +1,76 @@
+"""The instant DDL of an online revision: a short transaction of its own, whose locks never
+deadlock the appends going on meanwhile.
+
+An online revision (0022, 0023, 0024, 0026) alters tables that workers go on appending to: its
+DDL is instant, then its batches run between their appends. On PostgreSQL each ``ALTER`` takes
+an ``ACCESS EXCLUSIVE`` lock on its table and keeps it to the end of the transaction. Taken
+one statement at a time, in the order the statements come, the locks met appends that had
+written the log and waited for ``view_entries``, which the migration held while it waited for
+``events`` (issue 37: a killed revision 0022 run again with workers appending deadlocked on
+``ALTER TABLE view_entries ALTER COLUMN event_id DROP NOT NULL``). So ``run_alone``:
+
+- commits what the migration did before, so the DDL's transaction holds nothing else;
+- takes the locks of every table the DDL alters first, in one ``LOCK TABLE``, in the order an
+  append takes them (``APPEND_ORDER``): an append holding one of them took the ones before it
+  already, and finishes without waiting for the migration, which then gets its turn. Appends
+  that come later queue behind the lock for the few milliseconds the DDL takes, and then see
+  the new schema;
+- waits at most ``LOCK_TIMEOUT_MS`` for each lock, below PostgreSQL's ``deadlock_timeout`` (1 s
+  by default): a reader takes ``view_entries`` before ``events`` (its join), and another
+  client may hold a table for long. The migration then rolls back, pauses and tries again
+  (for up to ``WAIT_SECONDS``), so it is the one to give way, before the server cancels an
+  append or a read as a deadlock's victim.
+
+SQLite has one writer at a time: the DDL's transaction waits for the write lock (the busy
+timeout), and no lock cycle can form.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import sqlalchemy as sa
+
+#: The tables an append writes, in the order it locks them (``EventStore._append``: the log,
+#: the view rows and indices the projection writes, then the condensations; the fast path
+#: writes no condensation).
+APPEND_ORDER = ("events", "view_entries", "manipulation_indices", "condensations")
+#: PostgreSQL: the longest one attempt waits for a lock (the whole transaction's statements).
+LOCK_TIMEOUT_MS = 200
+#: How long the attempts go on before the migration fails with the last lock timeout.
+WAIT_SECONDS = 600.0
+_GIVE_WAY = frozenset({"55P03", "40P01"})  # lock_not_available, deadlock_detected
+
+
+def run_alone(bind: sa.Connection, ddl: Callable[[], object], tables: Sequence[str]) -> int:
+    """Commit the migration so far, then run ``ddl`` (statements on ``bind``) in a transaction
+    of its own holding ``tables`` (those it alters) locked first, and commit it; returns the
+    attempts it took. On PostgreSQL an attempt that waits longer than ``LOCK_TIMEOUT_MS`` for
+    a lock is rolled back and made again after a pause."""
+    bind.commit()
+    if bind.dialect.name != "postgresql":
+        ddl()
+        bind.commit()
+        return 1
+    ordered = [name for name in APPEND_ORDER if name in tables]
+    ordered += [name for name in tables if name not in ordered]
+    deadline = time.monotonic() + WAIT_SECONDS
+    pause = 0.05
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            bind.exec_driver_sql(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT_MS}ms'")
+            bind.exec_driver_sql(f"LOCK TABLE {', '.join(ordered)} IN ACCESS EXCLUSIVE MODE")
+            ddl()
+            bind.commit()
+            return attempts
+        except sa.exc.DBAPIError as error:
+            if getattr(error.orig, "sqlstate", None) not in _GIVE_WAY:
+                raise
+            bind.rollback()
+            if time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 1.0)
