@@ -180,7 +180,7 @@ def killed_and_run_again(
             assert_equal_stores(migrated, fresh)
 
 
-_CLEARED = "SELECT count(*) FROM view_entries WHERE NOT is_summary AND payload IS NULL"
+CLEARED = "SELECT count(*) FROM view_entries WHERE NOT is_summary AND payload IS NULL"
 
 
 @pytest.mark.parametrize("layout", ["sqlite", "postgres"])
@@ -196,7 +196,7 @@ def test_a_killed_migration_run_again_while_workers_append_and_fork(
         store.create_schema()
         fill(store, pairs=1000)
         downgrade(store, "0021")
-        race = killed_and_racing(store, url, tmp_path, _CLEARED)
+        race = killed_and_racing(store, url, tmp_path, CLEARED)
         assert (race.migrated, race.failures) == (0, {}), race.migration_errors[-800:]
         assert min(race.calls) > 0 and race.forks  # they did work through it all
         assert stamped(store) == HEAD
