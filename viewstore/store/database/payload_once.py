@@ -14,6 +14,10 @@ log's):
 2. ``drop_copies``: the copies are set to NULL, ``batch`` rows per transaction, walking the
    table in its key order (keyset, so a batch never rereads the ones before).
 
+Workers fork meanwhile too, and a fork copies its source's rows as they are then (issue 37):
+``set_holders`` goes on until it has listed every fork, and each walk ends with the forks
+made while it ran, one per transaction.
+
 Both are idempotent: a migration killed half way is run again from the start, finds the work
 done so far done, and finishes. Space: PostgreSQL reuses what the NULLed copies held only once
 ``VACUUM`` has run (autovacuum will); ``VACUUM FULL`` gives it back to the system
