@@ -14,12 +14,13 @@ from sqlalchemy import text
 
 from viewstore import EventStore
 
-from ._helpers import LAYOUTS
-from ._migrating import migrated_and_fresh
-from .test_migration_0022 import assert_equal_stores, fill, killed_and_run_again
+from ._helpers import LAYOUTS, layout_url
+from ._migrating import assert_reads_replay, killed_and_racing, migrated_and_fresh, stamped
+from .test_migration_0022 import HEAD, assert_equal_stores, fill, killed_and_run_again
 from .test_migrations import downgrade, drift
 
 _HELD = "SELECT count(*) FROM view_entries WHERE NOT is_summary AND event_id IS NOT NULL"
+_CLEARED = "SELECT count(*) FROM view_entries WHERE NOT is_summary AND event_id IS NULL"
 _EVENT_ROWS = "SELECT count(*) FROM view_entries WHERE NOT is_summary"
 # Rows whose id and kind are their log row's (the holder's, for a fork's copied rows).
 _AS_LOGGED = """
@@ -71,3 +72,22 @@ def test_a_killed_migration_finishes_when_run_again(tmp_path: Path) -> None:
         left=_HELD,
         verified=True,
     )
+
+
+@pytest.mark.parametrize("layout", ["sqlite", "postgres"])
+def test_a_killed_migration_run_again_while_workers_append_and_fork(
+    request: pytest.FixtureRequest, layout: str, tmp_path: Path
+) -> None:
+    """The procedure every online revision must pass (tests/store/_migrating.py)."""
+    url, _ = layout_url(request, layout)
+    with EventStore(url) as store:
+        store.create_schema()
+        fill(store, pairs=1000)
+        downgrade(store, "0025")
+        race = killed_and_racing(store, url, tmp_path, _CLEARED)
+        assert (race.migrated, race.failures) == (0, {}), race.migration_errors[-800:]
+        assert min(race.calls) > 0 and race.forks
+        assert stamped(store) == HEAD
+        report = store.verify()
+        assert report.ok, [c.problems for c in report.conversations if not c.ok]
+        assert_reads_replay(store)
