@@ -27,6 +27,7 @@ timeout), and no lock cycle can form.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 
@@ -41,6 +42,8 @@ LOCK_TIMEOUT_MS = 200
 #: How long the attempts go on before the migration fails with the last lock timeout.
 WAIT_SECONDS = 600.0
 _GIVE_WAY = frozenset({"55P03", "40P01"})  # lock_not_available, deadlock_detected
+
+log = logging.getLogger("viewstore.migrations")
 
 
 def run_alone(bind: sa.Connection, ddl: Callable[[], object], tables: Sequence[str]) -> int:
@@ -65,6 +68,8 @@ def run_alone(bind: sa.Connection, ddl: Callable[[], object], tables: Sequence[s
             bind.exec_driver_sql(f"LOCK TABLE {', '.join(ordered)} IN ACCESS EXCLUSIVE MODE")
             ddl()
             bind.commit()
+            if attempts > 1:
+                log.info("the DDL took its locks at attempt %d (%s)", attempts, ", ".join(ordered))
             return attempts
         except sa.exc.DBAPIError as error:
             if getattr(error.orig, "sqlstate", None) not in _GIVE_WAY:
