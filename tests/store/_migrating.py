@@ -103,13 +103,21 @@ def killed_and_racing(
     before it (built, then taken down). It is migrated in another process, one row or
     condensation per transaction; once the query ``done`` counts ``at_least`` (the revision's
     DDL committed, its batches running), ``workers`` agent worker processes start appending,
-    condensing and forking (``_migration_workers``), and the migration is killed with SIGKILL.
-    The workers go on while the store is half migrated, and while the migration is run again
-    (in a process of its own, as ``viewstore init`` would); then they stop."""
+    condensing and forking (``_migration_workers``), and once each has appended, the migration
+    is killed with SIGKILL. The workers go on while the store is half migrated, and while the
+    migration is run again (in a process of its own, as ``viewstore init`` would) and after;
+    then they stop."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    stop = cwd / "stop-workers"
+    go, stop = cwd / "go-workers", cwd / "stop-workers"
     race = Race()
+    # Started first, they wait for the go: a process takes seconds to start on a loaded
+    # machine, and the batches would be done by then.
     started: list[tuple[subprocess.Popen[bytes], Path]] = []
+    for n in range(workers):
+        out = cwd / f"worker-{n}.json"
+        command = [sys.executable, "-m", "tests.store._migration_workers"]
+        command += [url, f"w{n}", str(go), str(stop), str(out)]
+        started.append((subprocess.Popen(command, env=env, cwd=REPO), out))
     first = subprocess.Popen(
         [sys.executable, "-c", _MIGRATE.format(url=url)],
         env={**env, "VIEWSTORE_MIGRATION_BATCH": "1"},
@@ -117,16 +125,12 @@ def killed_and_racing(
     )
     try:
         _wait_for(store, done, at_least, first)
-        for n in range(workers):
-            out = cwd / f"worker-{n}.json"
-            command = [sys.executable, "-m", "tests.store._migration_workers"]
-            command += [url, f"w{n}", str(stop), str(out)]
-            started.append((subprocess.Popen(command, env=env, cwd=REPO), out))
-        time.sleep(1.0)  # appends, condensations and forks made while the batches run
+        go.touch()
+        _each_appended(store, workers, first)  # while the batches run
         assert first.poll() is None, "the migration ended before it could be killed"
         first.send_signal(signal.SIGKILL)
         first.wait()
-        time.sleep(0.5)  # and on the store half migrated
+        _each_appended(store, workers)  # on the store half migrated
         again = subprocess.run(
             [sys.executable, "-c", _MIGRATE.format(url=url)],
             env=env,
@@ -137,7 +141,7 @@ def killed_and_racing(
             check=False,
         )
         race.migrated, race.migration_errors = again.returncode, again.stderr
-        time.sleep(0.5)  # and on the store migrated
+        _each_appended(store, workers)  # on the store migrated
     finally:
         stop.touch()
         if first.poll() is None:
@@ -152,6 +156,26 @@ def killed_and_racing(
         for what, count in seen["failures"].items():
             race.failures[what] = race.failures.get(what, 0) + count
     return race
+
+
+_APPENDED = "SELECT count(*) FROM events WHERE event_id LIKE :worker"
+
+
+def _each_appended(
+    store: EventStore, workers: int, process: subprocess.Popen[bytes] | None = None
+) -> None:
+    """Until every worker has appended since now (for at most 30 s, or while ``process``
+    runs): a worker whose every call fails never has, and the race reports its failures."""
+
+    def appended() -> list[int]:
+        return [count(store, _APPENDED, worker=f"w{n}-%") for n in range(workers)]
+
+    before = appended()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (process is None or process.poll() is None):
+        if all(now > then for now, then in zip(appended(), before, strict=True)):
+            return
+        time.sleep(0.02)
 
 
 def _wait_for(

@@ -1,14 +1,15 @@
 """An agent worker of tests/store/_migrating.py's racing migration, run as a process of its own
-(``python -m tests.store._migration_workers URL NAME STOP OUT``): it appends to conversations
-of its own and to a shared one, condenses now and then, forks forks and appends to its forks,
-until the file STOP exists; then it writes to OUT, as JSON, how many calls went through and
-every failure by its type and first line. Each call is the plain one an agent worker makes
-(no retry): a failure is one the worker would have seen."""
+(``python -m tests.store._migration_workers URL NAME GO STOP OUT``): once the file GO exists,
+it appends to conversations of its own and to a shared one, condenses now and then, forks
+forks and appends to its forks, until the file STOP exists; then it writes to OUT, as JSON,
+how many calls went through and every failure by its type and first line. Each call is the
+plain one an agent worker makes (no retry): a failure is one the worker would have seen."""
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,12 @@ from ._helpers import A, C, O, U
 SOURCES = ("fork1", "fork3", "long")
 
 
-def work(url: str, name: str, stop: Path) -> dict[str, Any]:
+def work(url: str, name: str, go: Path, stop: Path) -> dict[str, Any]:
     calls, failures = 0, {}
     forks: list[str] = []
     with EventStore(url) as store:
+        while not go.exists() and not stop.exists():
+            time.sleep(0.01)
         step = 0
         while not stop.exists():
             try:
@@ -62,8 +65,8 @@ def _step(store: EventStore, name: str, step: int, forks: list[str]) -> None:
 
 
 def main(argv: list[str]) -> None:
-    url, name, stop, out = argv
-    Path(out).write_text(json.dumps(work(url, name, Path(stop))), encoding="utf-8")
+    url, name, go, stop, out = argv
+    Path(out).write_text(json.dumps(work(url, name, Path(go), Path(stop))), encoding="utf-8")
 
 
 if __name__ == "__main__":

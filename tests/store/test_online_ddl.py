@@ -18,6 +18,7 @@ from viewstore import EventStore
 from viewstore.store.database import online_ddl
 
 from ._helpers import A, O, S, U, layout_url
+from ._migrating import count
 
 # Takes view_entries' ACCESS EXCLUSIVE lock and changes nothing: kind is nullable at head.
 _DDL = "ALTER TABLE view_entries ALTER COLUMN kind DROP NOT NULL"
@@ -56,10 +57,10 @@ def ddl_meanwhile(store: EventStore, other: Connection, then: Callable[[], objec
     thread.start()
     try:
         deadline = time.monotonic() + 30
-        with store.engine.connect() as watcher:
-            while not watcher.execute(text(_WAITING)).scalar_one():
-                assert time.monotonic() < deadline, "the DDL never waited"
-                time.sleep(0.005)
+        # A transaction each time: PostgreSQL shows pg_stat_activity as of its first read.
+        while not count(store, _WAITING):
+            assert time.monotonic() < deadline, "the DDL never waited"
+            time.sleep(0.005)
         then()
         other.commit()
     finally:
