@@ -32,6 +32,7 @@ def _store(url: str) -> None:
 def test_list_shows_what_an_agent_server_said(db_url: str) -> None:
     _store(db_url)
     with EventStore(db_url) as store:
+        store.hand_over("short", "sandbox-7")  # appended above, it had no source
         store.save_conversation_info(
             SourceInfo("short", "sandbox-7", title="Tidy the repo", execution_status="running")
         )

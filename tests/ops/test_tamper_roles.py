@@ -109,6 +109,7 @@ def _build(store: EventStore) -> None:
     store.append("gone", message("x1"))
     store.erase("gone", reason="test")
     store.save_base_state("c", json.dumps({"id": "c", "agent": {}}), at_version=7)
+    store.hand_over("c", "sandbox-1")  # appended above, it had no source
     store.save_conversation_info(SourceInfo("c", "sandbox-1", title="a task"))
     assert store.verify().ok, store.verify().render()
 

@@ -22,6 +22,7 @@ from viewstore.store.database import migrate
 from ..ops._helpers import message
 
 PARTITIONED_TOO = True
+ASYNC_TOO = True
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
 

@@ -44,6 +44,7 @@ def _rows(store: EventStore, conversation: str) -> dict[str, int]:
 def test_erase_removes_every_row_and_leaves_a_tombstone(store: EventStore) -> None:
     store.append("gone", condensed_history())
     store.save_base_state("gone", "{}", at_version=store.version("gone"))
+    store.hand_over("gone", "sandbox-1")  # appended above, it had no source
     store.save_conversation_info(SourceInfo("gone", "sandbox-1", title="a task"))
     store.redact("gone", store.events("gone")[0].event_id, reason="before it all goes")
     store.append("kept", [message("k1"), message("k2")])

@@ -240,6 +240,8 @@ class AsyncEventStore:
 
     save_base_state = _writer(EventStore.save_base_state)
     save_conversation_info = _writer(EventStore.save_conversation_info)
+    claim_conversation = _writer(EventStore.claim_conversation)
+    hand_over = _writer(EventStore.hand_over)
     fork = _writer(EventStore.fork)
     redact = _writer(EventStore.redact)
     erase = _writer(EventStore.erase)
@@ -292,6 +294,7 @@ class AsyncEventStore:
     conversation_count_estimate = _shell(EventStore.conversation_count_estimate)
     conversation_ids = _shell(EventStore.conversation_ids)
     conversation_info = _shell(EventStore.conversation_info)
+    conversation_owner = _shell(EventStore.conversation_owner)
     inactive_conversations = _shell(EventStore.inactive_conversations)
     fork_origin = _shell(EventStore.fork_origin)
     forks = _shell(EventStore.forks)
