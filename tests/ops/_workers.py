@@ -118,7 +118,10 @@ def crash_writer(url: str, conversation: str, point: str, ready: str, expected: 
 
     def hook(at: str) -> None:
         if at == point:
-            Path(ready).write_text(point)
+            # Whole or not at all: the parent reads the file as soon as it exists (a plain
+            # write_text let it read '' once, on a loaded machine).
+            Path(ready + ".tmp").write_text(point)
+            os.replace(ready + ".tmp", ready)
             time.sleep(600)
 
     event_store.append_hook = hook
