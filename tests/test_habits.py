@@ -155,7 +155,7 @@ except UnsupportedDatabaseError as error:
     done = _python(code)
     assert done.returncode == 0, done.stderr
     assert "the driver for 'postgresql+psycopg' URLs is not installed" in done.stdout
-    assert "pip install 'viewstore[postgres]'" in done.stdout
+    assert "pip install -e '.[postgres]' (in a clone)" in done.stdout
 
 
 def test_code_cites_only_documents_inside_the_repository() -> None:

@@ -14,4 +14,4 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("OPENHANDS_SUPPRESS_BANNER", "1")
 
-SDK_SKIP_REASON = "openhands.sdk is not importable (pip install 'viewstore[openhands]')"
+SDK_SKIP_REASON = "openhands.sdk is not importable (pip install -e '.[openhands]' (in a clone))"

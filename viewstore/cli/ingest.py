@@ -107,7 +107,7 @@ def ingest(  # noqa: PLR0917 (click passes the options positionally by name)
         from viewstore.ingest.app import Limits, create_app  # noqa: PLC0415 - as above
     except ImportError as error:
         raise UserError(
-            f"the ingest needs the 'web' extra: pip install 'viewstore[web]' ({error})"
+            f"the ingest needs the 'web' extra: pip install -e '.[web]' (in a clone) ({error})"
         ) from error
     from viewstore.ingest.sources import Sources  # noqa: PLC0415 - start-up time
     from viewstore.store import EventStore  # noqa: PLC0415 - start-up time

@@ -62,7 +62,7 @@ def serve(  # noqa: PLR0917 (click passes the options positionally by name)
         from viewstore.web.app import WORKER_SETTINGS  # noqa: PLC0415 - as above
     except ImportError as error:
         raise UserError(
-            f"the web viewer needs the 'web' extra: pip install 'viewstore[web]' ({error})"
+            f"the web viewer needs the 'web' extra: pip install -e '.[web]' (in a clone) ({error})"
         ) from error
     url = serve_url or state.url
     app = open_url(url, lambda url: create_app(url, schema=state.schema, token=token))

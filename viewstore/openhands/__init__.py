@@ -1,4 +1,4 @@
-"""Run OpenHands SDK conversations on viewstore (``pip install 'viewstore[openhands]'``).
+"""Run OpenHands SDK conversations on viewstore (``pip install -e '.[openhands]'`` in a clone).
 
 ``ViewstoreFileStore`` is the SDK's ``FileStore`` over an ``EventStore``;
 ``open_conversation`` builds a ``LocalConversation`` that persists into the store and resumes

@@ -126,9 +126,9 @@ def create_engine_for(url: str | URL, *, schema: str | None = None, **kwargs: An
 def missing_driver(parsed: URL, error: ImportError) -> UnsupportedDatabaseError:
     extra = ""
     if "psycopg" in str(error):
-        extra = "; pip install 'viewstore[postgres]'"
+        extra = "; pip install -e '.[postgres]' (in a clone)"
     elif "aiosqlite" in str(error) or "greenlet" in str(error):
-        extra = "; pip install 'viewstore[asyncio]'"
+        extra = "; pip install -e '.[asyncio]' (in a clone)"
     return UnsupportedDatabaseError(
         f"the driver for {parsed.drivername!r} URLs is not installed ({error}{extra})"
     )
