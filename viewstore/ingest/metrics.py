@@ -39,10 +39,6 @@ class Metrics:
             with self._lock:
                 self._appended[source] += count
 
-    def refusals(self, source: str | None, reason: str) -> int:
-        with self._lock:
-            return self._refusals[source or NO_SOURCE, reason]
-
     def render(self) -> str:
         with self._lock:
             posts = sorted(self._posts.items())
