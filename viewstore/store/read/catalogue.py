@@ -3,7 +3,11 @@
 Everything a list of conversations shows is kept on the ``conversations`` row by every append
 (version, view length, request flag, times); the last event's kind is one primary-key lookup
 in the log (its seq is the version), and what its agent server said of it one in
-``conversation_sources`` (revision 0020). Listing a store therefore never reads a view or scans a
+``conversation_sources`` (revision 0020). Its first user message, what a person recognises a
+conversation by where no agent server gave it a title, is one more query for the whole page
+(and its payloads a second): a range of each listed conversation's first
+``FIRST_MESSAGE_WITHIN`` seqs in the log's primary key, read where the lineage keeps them (a
+fork's first events are its source's). Listing a store therefore never reads a view or scans a
 log, whatever the conversations' sizes.
 
 Every order is served by an index of ``conversations`` that ends in ``id`` (the primary key for
@@ -24,16 +28,36 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Table, and_, func, literal_column, select, text, tuple_
+from sqlalchemy import (
+    Connection,
+    Table,
+    and_,
+    func,
+    literal_column,
+    or_,
+    select,
+    text,
+    tuple_,
+)
 
 from viewstore.errors import InvalidArgumentError
 from viewstore.store.database.schema import conversation_sources, conversations, events
 from viewstore.store.inputs import MAX_CONVERSATION_ID_LENGTH
+from viewstore.store.read.lineage import MAX_DEPTH
 from viewstore.store.read.reads import aware, comparable
 
 Order = Literal["id", "created_at", "updated_at", "version", "view_length"]
 ORDERS: tuple[Order, ...] = ("id", "created_at", "updated_at", "version", "view_length")
 MAX_LIMIT = 100_000
+#: The first user message is looked for among a conversation's first this many events: an
+#: OpenHands conversation starts with its system prompt, a few state updates and the user's
+#: request, and a log that holds none there is not read further (its record says None).
+FIRST_MESSAGE_WITHIN = 32
+#: A first message is cut to this many characters (its whitespace collapsed): enough for any
+#: list to shorten further, and a record stays small however long the message was.
+FIRST_MESSAGE_CHARS = 200
+#: Page rows are looked up in groups of this many (bound parameters per statement).
+_LOOKUP_CHUNK = 500
 
 
 @dataclass(frozen=True)
@@ -48,6 +72,10 @@ class ConversationInfo:
     What its agent server last said of it (written by ``viewstore ingest`` and ``sync``; None
     where none did): ``title``, ``agent_server`` (that server's name in the ingest's sources
     file), ``execution_status`` and ``llm_model``; ``store.conversation_info()`` has the rest.
+
+    ``first_message``: the text of its first user message, on one line and cut to
+    ``FIRST_MESSAGE_CHARS`` (None if none is among its first ``FIRST_MESSAGE_WITHIN`` events).
+    ``display_title`` is what a list calls it: the agent server's title, else that message.
     """
 
     id: str
@@ -61,9 +89,15 @@ class ConversationInfo:
     agent_server: str | None = None
     execution_status: str | None = None
     llm_model: str | None = None
+    first_message: str | None = None
+
+    @property
+    def display_title(self) -> str | None:
+        """The agent server's title, else the first user message (None: neither)."""
+        return self.title or self.first_message
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: the same keys, times as ISO 8601 text."""
+        """JSON-ready: the same keys and ``display_title``, times as ISO 8601 text."""
         return {
             "id": self.id,
             "created_at": self.created_at.isoformat(),
@@ -76,6 +110,8 @@ class ConversationInfo:
             "agent_server": self.agent_server,
             "execution_status": self.execution_status,
             "llm_model": self.llm_model,
+            "first_message": self.first_message,
+            "display_title": self.display_title,
         }
 
     def cursor(self, order_by: Order = "id", descending: bool = False) -> str:
@@ -391,6 +427,8 @@ def read_catalogue(
         info.source,
         info.execution_status,
         info.llm_model,
+        c.c.forked_from,
+        c.c.fork_seq,
     )
     # Both joins are primary-key lookups per listed row: the page is still read from the
     # order's index alone.
@@ -418,6 +456,8 @@ def read_catalogue(
         query = query.limit(limit)
     if offset:
         query = query.offset(offset)
+    rows = list(conn.execute(query))
+    first = first_messages(conn, rows)
     return [
         ConversationInfo(
             id=row.id,
@@ -431,6 +471,123 @@ def read_catalogue(
             agent_server=row.source,
             execution_status=row.execution_status,
             llm_model=row.llm_model,
+            first_message=first.get(row.id),
         )
-        for row in conn.execute(query)
+        for row in rows
     ]
+
+
+@dataclass(frozen=True)
+class _Span:
+    """Seqs ``after + 1 .. upto`` of a listed conversation, kept in ``holder``'s log."""
+
+    holder: str
+    after: int
+    upto: int
+
+
+def _spans(conn: Connection, rows: list[Any]) -> dict[str, list[_Span]]:
+    """Where each listed conversation keeps its first ``FIRST_MESSAGE_WITHIN`` events,
+    oldest first. A fork's events up to its fork seq are its source's (``lineage``): its
+    sources are read one generation at a time, for the whole page at once."""
+    spans: dict[str, list[_Span]] = {}
+    walking: dict[str, tuple[str, int]] = {}  # listed id -> (the next source to read, upto)
+    for row in rows:
+        own = min(int(row.fork_seq or 0), FIRST_MESSAGE_WITHIN)
+        spans[row.id] = []
+        if own < FIRST_MESSAGE_WITHIN:
+            spans[row.id].append(_Span(row.id, own, FIRST_MESSAGE_WITHIN))
+        if row.forked_from is not None and own > 0:
+            walking[row.id] = (row.forked_from, own)
+    for _ in range(MAX_DEPTH):
+        if not walking:
+            return spans
+        sources = {source for source, _ in walking.values()}
+        found: dict[str, Any] = {}
+        c = conversations.c
+        for chunk in _chunks(sorted(sources)):
+            query = select(c.id, c.forked_from, c.fork_seq).where(c.id.in_(chunk))
+            found.update((r.id, r) for r in conn.execute(query))
+        going: dict[str, tuple[str, int]] = {}
+        for key, (source, upto) in walking.items():
+            row = found.get(source)
+            if row is None:  # the store refuses to erase a source: this is damage; show none
+                continue
+            after = min(int(row.fork_seq or 0), upto)
+            if after < upto:
+                spans[key].insert(0, _Span(source, after, upto))
+            if row.forked_from is not None and after > 0:
+                going[key] = (row.forked_from, after)
+        walking = going
+    raise RuntimeError("a fork lineage on this page does not end")
+
+
+def _chunks(keys: list[str]) -> list[list[str]]:
+    return [keys[i : i + _LOOKUP_CHUNK] for i in range(0, len(keys), _LOOKUP_CHUNK)]
+
+
+def first_messages(conn: Connection, rows: list[Any]) -> dict[str, str]:
+    """The first user message of each of ``rows`` (catalogue rows: ``id``, ``forked_from``,
+    ``fork_seq``) that has one among its first ``FIRST_MESSAGE_WITHIN`` events, by id."""
+    if not rows:
+        return {}
+    spans = _spans(conn, rows)
+    e = events.c
+    seqs: dict[str, list[int]] = {}
+    holders = sorted({span.holder for found in spans.values() for span in found})
+    for chunk in _chunks(holders):
+        # Only ids and seqs: the payloads, which can be large, are read for the chosen rows.
+        query = select(e.conversation_id, e.seq).where(
+            e.conversation_id.in_(chunk),
+            e.seq <= FIRST_MESSAGE_WITHIN,
+            e.kind == "MessageEvent",
+            e.source == "user",
+        )
+        for holder, seq in conn.execute(query):
+            seqs.setdefault(holder, []).append(int(seq))
+    chosen: dict[str, tuple[str, int]] = {}
+    for key, found in spans.items():
+        for span in found:
+            inside = [s for s in seqs.get(span.holder, ()) if span.after < s <= span.upto]
+            if inside:
+                chosen[key] = (span.holder, min(inside))
+                break
+    payloads: dict[tuple[str, int], str] = {}
+    wanted = sorted(set(chosen.values()))
+    for i in range(0, len(wanted), _LOOKUP_CHUNK):
+        pairs = wanted[i : i + _LOOKUP_CHUNK]
+        query = select(e.conversation_id, e.seq, e.payload).where(
+            or_(*(and_(e.conversation_id == h, e.seq == s) for h, s in pairs))
+        )
+        for row in conn.execute(query):
+            payloads[(row.conversation_id, int(row.seq))] = row.payload
+    texts = {key: message_line(payloads.get(place)) for key, place in chosen.items()}
+    return {key: text for key, text in texts.items() if text}
+
+
+def message_line(payload: str | None) -> str | None:
+    """A stored message event's text on one line, cut to ``FIRST_MESSAGE_CHARS``; None if it
+    holds no text (an image only, a redacted message, a payload that is not an object)."""
+    try:
+        found = json.loads(payload) if payload is not None else None
+    except ValueError:
+        return None
+    message = found.get("llm_message") if isinstance(found, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    line = " ".join(_texts(content).split())
+    if len(line) > FIRST_MESSAGE_CHARS:
+        line = line[: FIRST_MESSAGE_CHARS - 1] + "…"
+    return line or None
+
+
+def _texts(content: Any) -> str:
+    """The text parts of a message's content (a string, or a list of ``{"type": "text",
+    "text": ...}`` parts among images and others)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        content = [content]
+    if not isinstance(content, list):
+        return ""
+    parts = [p.get("text") if isinstance(p, dict) else p for p in content]
+    return " ".join(p for p in parts if isinstance(p, str))
