@@ -13,12 +13,24 @@ a foreign application's, is left as it was.
 
 Alembic is imported only here and only when the schema is touched: it is a fifth of every CLI
 call's start-up otherwise, and appends and reads never need it.
+
+A migration run by the store is silent: Alembic's INFO lines (``Context impl ...``, ``Running
+upgrade ...``, one per revision) are dropped while ``upgrade`` runs, and the store's own line
+about it is DEBUG. An application that logs at INFO (the OpenHands SDK does) would otherwise
+print some forty lines each time it opens a store. Alembic's warnings still pass, and an
+application's own Alembic, run outside ``upgrade``, logs as it always did.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.util
 import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +49,49 @@ LEGACY_VERSION_TABLE = "alembic_version"
 _OWN_TABLES = frozenset({"conversations", "events", "view_entries", "manipulation_indices"})
 
 log = logging.getLogger("viewstore.migrations")
+
+# A context variable rather than a logger's level: another thread (or task) running Alembic for
+# the application at the same moment keeps its INFO lines.
+_quiet = ContextVar("viewstore_quiet_migration", default=False)
+
+
+class _DropAlembicInfo(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or not _quiet.get()
+
+
+_DROP_INFO = _DropAlembicInfo()
+
+
+@functools.cache
+def _alembic_loggers() -> tuple[logging.Logger, ...]:
+    """A logger for each of Alembic's modules, made before the module makes its own (the same
+    object, by name), so that what it logs while being imported is filtered too (its plugins
+    say "setup plugin ..." then). A logger's filters see only the records logged on it, not
+    those its children pass up: each module's logger needs the filter."""
+    spec = importlib.util.find_spec("alembic")
+    roots = list(spec.submodule_search_locations or []) if spec is not None else []
+    names = {"alembic"}
+    for root in roots:
+        for folder, _dirs, files in os.walk(root):
+            package = ".".join(["alembic", *Path(folder).relative_to(root).parts])
+            names.update(f"{package}.{file[:-3]}" for file in files if file.endswith(".py"))
+            names.add(package)
+    loggers = tuple(logging.getLogger(name.removesuffix(".__init__")) for name in sorted(names))
+    for logger in loggers:
+        logger.addFilter(_DROP_INFO)
+    return loggers
+
+
+@contextmanager
+def quiet_alembic() -> Iterator[None]:
+    """Alembic's records below WARNING dropped while this runs, in this thread or task only."""
+    _alembic_loggers()
+    token = _quiet.set(True)
+    try:
+        yield
+    finally:
+        _quiet.reset(token)
 
 
 def _migrations_dir() -> str:
@@ -66,6 +121,11 @@ def upgrade(
     in one transaction (PostgreSQL's DDL is transactional). ``partitions``: a new store's
     tables are then hash-partitioned (``viewstore.store.database.partitions``), in that
     transaction."""
+    with quiet_alembic():
+        _upgrade(engine, schema, revision, partitions)
+
+
+def _upgrade(engine: Engine, schema: str | None, revision: str, partitions: int | None) -> None:
     from alembic import command  # noqa: PLC0415 - see the module docstring
 
     # Processes that migrate one database at once take turns under the migration lock; the
@@ -84,7 +144,7 @@ def upgrade(
         after = _current(conn, schema)
         conn.commit()
     if before != after:
-        log.info("migrated the viewstore schema from %s to %s", before or "empty", after)
+        log.debug("migrated the viewstore schema from %s to %s", before or "empty", after)
 
 
 def _partition(conn: Connection, before: str | None, partitions: int) -> None:
@@ -103,7 +163,7 @@ def _partition(conn: Connection, before: str | None, partitions: int) -> None:
 
 def current_revision(engine: Engine, schema: str | None) -> str | None:
     """The revision the store is at (``None``: no viewstore schema yet)."""
-    with engine.connect() as conn:
+    with quiet_alembic(), engine.connect() as conn:
         return _current(conn, schema)
 
 
