@@ -1,8 +1,8 @@
-"""The README's SQL recipes on both backends, and PostgreSQL's read-only role.
+"""The SQL recipes of the docs on both backends, and PostgreSQL's read-only role.
 
-Each recipe is taken verbatim from README.md (marker ``readme-test: recipe NAME``) and run with
-SQLAlchemy ``text()`` on a store holding the demo conversation and the SDK-written one; the
-results are checked against the store's own API.
+Each recipe is taken verbatim from docs/howto-sql-recipes.md (marker ``doc-test: recipe
+NAME``) and run with SQLAlchemy ``text()`` on a store holding the demo conversation and the
+SDK-written one; the results are checked against the store's own API.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def test_reader_role_can_select_the_views_and_write_nothing(fresh_pg_url: str) -
         with store.engine.connect() as conn:
             database = make_url(fresh_pg_url).database or ""
             code = block.code.replace("analyst", login)
-            code = code.replace(role_name("reader", "viewstore"), role_name("reader", database))
+            code = code.replace(role_name("reader", "agent_store"), role_name("reader", database))
             conn.execute(text(code))
             conn.commit()
     url = normalize_url(make_url(fresh_pg_url).set(username=login, password="change-me"))
