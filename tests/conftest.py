@@ -4,8 +4,10 @@ Fixtures yield database URL strings only; tests build their own store/engine fro
 
 PostgreSQL server resolution (see docs/operations.md, "Tests against PostgreSQL"):
 1. ``VIEWSTORE_TEST_POSTGRES_URL`` if set (CI always sets it; connection errors are errors);
-2. otherwise testcontainers' PostgreSQL where a Docker engine answers;
-3. otherwise PostgreSQL tests skip with the reason.
+2. otherwise a throwaway server the session starts from the PostgreSQL binaries it finds
+   (tests/_throwaway_pg.py): no running server, role or database needed;
+3. otherwise testcontainers' PostgreSQL where a Docker engine answers;
+4. otherwise PostgreSQL tests skip with the reason.
 
 With ``VIEWSTORE_REQUIRE_POSTGRES=1`` any skipped PostgreSQL test fails the session.
 
@@ -28,6 +30,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine, make_url
 
 from tests import _required as required_skips
+from tests._throwaway_pg import ThrowawayPostgres, ThrowawayUnavailable
 from viewstore.store.database.roles import role_names
 
 POSTGRES_URL_ENV = "VIEWSTORE_TEST_POSTGRES_URL"
@@ -35,6 +38,10 @@ REQUIRE_POSTGRES_ENV = "VIEWSTORE_REQUIRE_POSTGRES"
 DB_PREFIX = "viewstore_test_"
 
 _PG_SKIPS: list[str] = []  # PostgreSQL-related skips seen this session
+_SKIPS: dict[str, int] = {}  # every skip's reason, counted, for the one-line-per-kind summary
+#: Why no throwaway server could start, for the skip message (the controller's, see below).
+THROWAWAY_FAILED_ENV = "VIEWSTORE_TEST_POSTGRES_THROWAWAY_FAILED"
+_THROWAWAY: list[ThrowawayPostgres] = []
 
 
 # --------------------------------------------------------------------------- PostgreSQL server
@@ -47,6 +54,7 @@ def pg_server_url() -> Iterator[str]:
     if env_url:
         yield env_url
         return
+    throwaway_failed = os.environ.get(THROWAWAY_FAILED_ENV, "")
 
     container: Any = None
     try:
@@ -68,8 +76,9 @@ def pg_server_url() -> Iterator[str]:
             with contextlib.suppress(Exception):
                 container.stop()
         pytest.skip(
-            f"PostgreSQL unavailable: {POSTGRES_URL_ENV} is not set and testcontainers "
-            f"could not start PostgreSQL ({type(exc).__name__}: {exc})"
+            f"PostgreSQL unavailable: {POSTGRES_URL_ENV} is not set, no throwaway server "
+            f"({throwaway_failed}) and testcontainers could not start one "
+            f"({type(exc).__name__}: {str(exc)[:120]})"
         )
     try:
         yield url
@@ -249,13 +258,32 @@ def _note_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
     if not report.skipped or hasattr(report, "wasxfail"):
         return
     reason = _skip_reason(report)
+    kind = reason.removeprefix("Skipped: ")
+    _SKIPS[kind] = _SKIPS.get(kind, 0) + 1
     if "postgres" in getattr(report, "keywords", {}) or "postgresql" in reason.lower():
         _PG_SKIPS.append(f"{report.nodeid}: {reason}")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     _PG_SKIPS.clear()
+    _SKIPS.clear()
     required_skips.register(config)
+    # Only the controller starts a throwaway server: xdist spawns its workers after this hook,
+    # and they inherit the URL through the environment.
+    if not hasattr(config, "workerinput") and not os.environ.get(POSTGRES_URL_ENV):
+        try:
+            server = ThrowawayPostgres.start()
+        except ThrowawayUnavailable as exc:
+            os.environ[THROWAWAY_FAILED_ENV] = str(exc)[:300]
+        else:
+            _THROWAWAY.append(server)
+            os.environ[POSTGRES_URL_ENV] = server.url
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while _THROWAWAY:
+        os.environ.pop(POSTGRES_URL_ENV, None)
+        _THROWAWAY.pop().stop()
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -274,6 +302,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    # One line per kind of skip, not one per test (pytest's own -rs would repeat a fixture's
+    # reason for every test that uses it).
+    if _SKIPS:
+        terminalreporter.section("skipped, by reason", sep="-")
+        for reason, count in sorted(_SKIPS.items(), key=lambda item: -item[1]):
+            terminalreporter.write_line(f"{count:5d} skipped: {reason}")
+    if _THROWAWAY:
+        terminalreporter.write_line(
+            f"PostgreSQL tests ran on a throwaway server ({_THROWAWAY[0].bin_dir}); "
+            f"set {POSTGRES_URL_ENV} to use another"
+        )
     skips = _PG_SKIPS
     if _require_postgres() and skips:
         terminalreporter.section("PostgreSQL required", sep="=", red=True, bold=True)

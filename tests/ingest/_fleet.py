@@ -229,6 +229,14 @@ class AgentServer:
         assert status in (200, 201), (status, body)
         return uuid.UUID(str(body["id"])).hex
 
+    def send_message(self, conversation: str, text: str) -> None:
+        """A user message that runs the conversation again (the scripted LLM answers it with a
+        ``finish``: the conversation's first message has used up its rounds)."""
+        message = {"role": "user", "content": [{"type": "text", "text": text}], "run": True}
+        path = f"/api/conversations/{conversation}/events"
+        status, body = http("POST", self.url + path, message, self.headers)
+        assert status in (200, 201), (status, body)
+
     def wait_finished(self, conversation: str, timeout: float = 120) -> None:
         def finished() -> bool:
             status = self.get(f"/api/conversations/{conversation}")["execution_status"]

@@ -189,6 +189,13 @@ def test_the_ingest_killed_mid_run_and_restarted(
     ingest.kill()
     before = assert_stored_is_a_prefix(store, server, conversation)
     server.wait_finished(conversation)
+    # The run may have ended before the kill with every event stored: a second run, started
+    # while the ingest is down, makes sure there are events only the restarted ingest can store.
+    first_run = len(server.events(conversation))
+    server.send_message(conversation, "once more")
+    # The message, the finish action and its observation.
+    wait_until(lambda: len(server.events(conversation)) >= first_run + 3, 60, "the second run")
+    server.wait_finished(conversation)
     ingest.start()
     _converged(store, server, conversation)
     assert len(store.events(conversation)) > before
