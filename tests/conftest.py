@@ -310,8 +310,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.write_line(f"{count:5d} skipped: {reason}")
     if _THROWAWAY:
         terminalreporter.write_line(
-            f"PostgreSQL tests ran on a throwaway server ({_THROWAWAY[0].bin_dir}); "
-            f"set {POSTGRES_URL_ENV} to use another"
+            f"PostgreSQL tests ran on a throwaway server in {_THROWAWAY[0].folder} "
+            f"({_THROWAWAY[0].bin_dir}); set {POSTGRES_URL_ENV} to use another"
         )
     skips = _PG_SKIPS
     if _require_postgres() and skips:
