@@ -1,6 +1,6 @@
 """The benchmark suite runs end to end (tiny sizes: this checks the suite, not the figures).
 
-Speed is shown by running ``python -m benchmarks`` (README, "Benchmarks"), never by timed
+Speed is shown by running ``python -m benchmarks`` (docs/benchmarks.md), never by timed
 assertions here: this machine is shared and timings flake.
 """
 

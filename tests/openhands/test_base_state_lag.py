@@ -136,8 +136,8 @@ class _Recording(psycopg.Cursor[Any]):
 def test_a_step_whose_base_state_the_log_implies_is_one_statement(
     db_url: str, tmp_path: Path
 ) -> None:
-    """What the README says of a step on PostgreSQL: the append, one call; nothing else
-    reaches the server (no lock, no base-state write)."""
+    """What docs/tutorial-openhands.md says of a step on PostgreSQL: the append, one call;
+    nothing else reaches the server (no lock, no base-state write)."""
     engine = viewstore.create_engine(db_url)
 
     @sa_event.listens_for(engine, "connect")

@@ -174,17 +174,17 @@ def test_a_fork_without_an_id_lands_on_its_sources_shard(citus_url: str) -> None
 
 
 def test_the_readmes_python_examples_pass_on_citus(citus_url: str, tmp_path: Path) -> None:
-    """Every Python example of the README, its SQLite URL replaced by the cluster's, each on a
-    freshly distributed store."""
+    """Every Python example of the README and the docs pages, its SQLite URL replaced by the
+    cluster's, each on a freshly distributed store."""
     examples = [block for block in readme.blocks() if block.kind == "python"]
     assert examples
     for block in examples:
         _reset_and_distribute(citus_url)
         code = re.sub(r"sqlite:///[\w./-]+", citus_url, block.code)
-        assert citus_url in code, f"README.md:{block.line} has no SQLite URL to replace"
+        assert citus_url in code, f"{block.where} has no SQLite URL to replace"
         cwd = os.getcwd()
         os.chdir(tmp_path)
         try:
-            exec(compile(code, f"README.md:{block.line}", "exec"), {"__name__": "readme"})
+            exec(compile(code, block.where, "exec"), {"__name__": "readme"})
         finally:
             os.chdir(cwd)

@@ -372,7 +372,7 @@ def test_resume_view_applies_enforcement(store: EventStore) -> None:
 
 
 def test_default_event_size_limit_is_64_mib(store: EventStore) -> None:
-    """README, "Guarantees and limits": one event is at most 64 MiB by default."""
+    """docs/guarantees.md: one event is at most 64 MiB by default."""
     assert store.max_event_bytes == 64 * 1024 * 1024
     before = dump(store.engine)
     event = M("huge")
@@ -383,7 +383,7 @@ def test_default_event_size_limit_is_64_mib(store: EventStore) -> None:
 
 
 def test_sqlite_writers_wait_30_s_for_the_lock(store: EventStore) -> None:
-    """README: on SQLite an append waits up to 30 s for the single write lock."""
+    """docs/guarantees.md: on SQLite an append waits up to 30 s for the single write lock."""
     if store.engine.dialect.name != "sqlite":
         return  # the busy timeout is an SQLite setting; PostgreSQL waits on the row lock
     with store.engine.connect() as conn:

@@ -110,8 +110,9 @@ def test_a_partitioned_store_has_the_plain_stores_shape(db_url: str, second_pg_u
 def test_the_fast_path_calls_the_function_on_plain_tables_and_not_on_partitions(
     db_url: str, second_pg_url: str
 ) -> None:
-    """As the README says: one call of ``viewstore_append_rows`` on plain tables, the single
-    statement on partitioned ones (docs/distribution.md has the measurements)."""
+    """As docs/tutorial-postgresql.md says: one call of ``viewstore_append_rows`` on plain
+    tables, the single statement on partitioned ones (docs/distribution.md has the
+    measurements)."""
     with EventStore(db_url) as plain, EventStore(second_pg_url) as split:
         plain.create_schema()
         split.create_schema(partitions=4)

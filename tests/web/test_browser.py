@@ -1,6 +1,6 @@
 """End to end in a real browser: Debian's chromium driven by Playwright against a real
 ``viewstore serve`` process on loopback. The tests also save the screenshots in
-docs/screenshots/ that the README shows.
+docs/screenshots/ that docs/howto-viewer.md shows.
 
 Without chromium or Playwright these skip, unless ``VIEWSTORE_REQUIRE_BROWSER=1`` (set by
 .ci/run), which makes that a failure: CI must run them.
