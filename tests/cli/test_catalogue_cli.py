@@ -9,6 +9,7 @@ import signal
 import subprocess
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from viewstore import EventStore
 from viewstore.demo import run_demo
 from viewstore.store.adapters.source_info import SourceInfo
 
+from ._helpers import OPENHANDS_HEX
 from ._process import SCRIPT, clean_env, error_line, run
 
 LONG = "9cd8a8fb-0000-4000-8000-00000000000000000001"  # longer than any column it once had
@@ -38,9 +40,11 @@ def test_list_shows_what_an_agent_server_said(db_url: str) -> None:
         )
     done = run("list", url=db_url)
     assert (done.returncode, done.stderr) == (0, "")
-    assert "agent server" in done.stdout
-    row = next(line for line in done.stdout.splitlines() if "short" in line)
-    assert "sandbox-7" in row and "running" in row
+    assert "server" in done.stdout.splitlines()[1]
+    lines = done.stdout.splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("short "))
+    assert lines[row].split()[-2:] == ["sandbox-7", "running"]
+    assert lines[row + 1] == "  Tidy the repo"
     records = {r["id"]: r for r in json.loads(run("list", "--json", url=db_url).stdout)}
     assert (records["short"]["agent_server"], records["short"]["title"]) == (
         "sandbox-7",
@@ -49,14 +53,70 @@ def test_list_shows_what_an_agent_server_said(db_url: str) -> None:
     assert records[LONG]["agent_server"] is None
 
 
+def test_list_fits_100_columns_and_says_dash_where_nothing_is_known(db_url: str) -> None:
+    """Each conversation: its id whole, last activity with its zone, events, view length,
+    agent server and status ("-" where no server said) on one line; its title (the server's,
+    else the first user message) under it, cut to what the width leaves."""
+    uuid = "conversation-0f3c2a9e5b1d4c7a9e2f8a6"  # 36 characters, as a UUID with dashes
+    words = "please look at the failing parser test and make it pass " * 4
+    with EventStore(db_url) as store:
+        store.create_schema()
+        store.save_conversation_info(
+            SourceInfo("fleet-1", "sandbox-7", title="Tidy the repo", execution_status="running")
+        )
+        store.append("fleet-1", [{"kind": "MessageEvent", "id": "m1", "source": "user"}])
+        message = {"role": "user", "content": [{"type": "text", "text": words}]}
+        store.append(
+            uuid, [{"kind": "MessageEvent", "id": "m1", "source": "user", "llm_message": message}]
+        )
+        store.append("bare", [{"kind": "MessageEvent", "id": "m1", "source": "agent"}])
+    done = run("list", "--order", "id", url=db_url)  # not a terminal: 100 columns
+    assert (done.returncode, done.stderr) == (0, "")
+    lines = done.stdout.splitlines()
+    assert lines[0] == "3 conversation(s)"
+    assert max(len(line) for line in lines) <= 100, done.stdout
+    header = lines[1].split()
+    assert header[:3] == ["id", "last", "activity"] and header[-2:] == ["server", "status"]
+    rows = {
+        line.split()[0]: (line, lines[i + 1])
+        for i, line in enumerate(lines)
+        if i > 1 and not line.startswith(" ")
+    }
+    assert set(rows) == {uuid, "bare", "fleet-1"}
+    row, title = rows[uuid]
+    assert row.startswith(uuid + " ")  # whole
+    assert row.split()[-2:] == ["-", "-"]  # no agent server, no status
+    when = row.split()[1:3]
+    assert when[1].endswith("Z") and datetime.fromisoformat(" ".join(when))  # zone named
+    assert title.startswith("  please look at the failing") and title.endswith("…")
+    assert len(title) == 100  # the title has the width the other columns leave
+    row, title = rows["fleet-1"]
+    assert row.split()[-2:] == ["sandbox-7", "running"] and title == "  Tidy the repo"
+    assert rows["bare"][1] == "  -"  # no title, no user message
+    # a wider terminal (COLUMNS, as a shell exports it) gives the title more room
+    wide = subprocess.run(
+        [str(SCRIPT), "--url", db_url, "list", "--order", "id"],
+        capture_output=True,
+        text=True,
+        env=clean_env(COLUMNS="160"),
+        check=False,
+        timeout=120,
+    )
+    longest = max(wide.stdout.splitlines(), key=len)
+    assert len(longest) == 160 and longest.startswith("  please look")
+
+
 def test_list_prints_every_record_with_full_ids(db_url: str) -> None:
     _store(db_url)
     done = run("list", url=db_url)
     assert (done.returncode, done.stderr) == (0, "")
     assert LONG in done.stdout
     assert "2 conversation(s)" in done.stdout
-    row = next(line for line in done.stdout.splitlines() if LONG in line)
-    assert "16" in row and "ConversationStateUpdateEvent" in row
+    lines = done.stdout.splitlines()
+    row = next(i for i, line in enumerate(lines) if LONG in line)
+    assert "16" in lines[row].split() and "9" in lines[row].split()
+    assert lines[row + 1].startswith("  ")  # its title line: the demo's first user message
+    assert "ConversationStateUpdateEvent" not in done.stdout  # the last kind is --json's
 
     as_json = run("list", "--json", "--order", "version", "--desc", url=db_url)
     assert as_json.returncode == 0, as_json.stderr
@@ -74,10 +134,12 @@ def test_list_prints_every_record_with_full_ids(db_url: str) -> None:
         "agent_server",
         "execution_status",
         "llm_model",
+        "first_message",
+        "display_title",
         "cursor",
     ]
     assert (records[0]["version"], records[0]["view_length"]) == (16, 9)
-    assert "agent server" not in done.stdout  # no conversation came from an agent server
+    assert records[0]["display_title"] == records[0]["first_message"] != None  # noqa: E711
 
     paged = run("list", "--json", "--limit", "1", "--offset", "1", url=db_url)
     assert [r["id"] for r in json.loads(paged.stdout)] == ["short"]
@@ -100,7 +162,7 @@ def test_list_pages_by_cursor(sqlite_url: str) -> None:
     while True:
         done = run("list", "--order", "version", "--desc", "--limit", "2", *after, url=sqlite_url)
         assert (done.returncode, done.stderr) == (0, ""), done.stderr
-        seen += [line.split()[1] for line in done.stdout.splitlines() if line.startswith("│ c")]
+        seen += [line.split()[0] for line in done.stdout.splitlines() if line.startswith("c")]
         nexts = [line for line in done.stdout.splitlines() if line.startswith("next page: ")]
         if not nexts:
             break
@@ -323,3 +385,14 @@ def test_stats_fast_bounds_a_large_sqlite_store(sqlite_url: str) -> None:
     assert fast["events"] == 16 + 1
     lines = run("stats", "--fast", url=sqlite_url).stdout.splitlines()
     assert lines[0].split()[:2] == ["conversations:", "about"]
+
+
+def test_the_import_table_shows_ids_whole_in_100_columns(
+    db_url: str, openhands_folder: Path
+) -> None:
+    assert run("init", url=db_url).returncode == 0
+    done = run("import", str(openhands_folder), url=db_url)  # not a terminal: 80 columns
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    row = next(line for line in done.stdout.splitlines() if OPENHANDS_HEX in line)
+    assert row.split()[:2] == [OPENHANDS_HEX, "15"]
+    assert max(len(line.rstrip()) for line in done.stdout.splitlines()) <= 100

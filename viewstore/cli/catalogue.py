@@ -7,10 +7,9 @@ from contextlib import closing
 from datetime import UTC, datetime
 
 import click
-from rich.table import Table
 
 from viewstore.cli.app import Context, cli, json_option, pass_state
-from viewstore.cli.render import print_table
+from viewstore.cli.render import catalogue_lines, width_for
 from viewstore.store.read.catalogue import MAX_LIMIT, Order
 from viewstore.store.read.feed import MAX_FEED_LIMIT, FeedEntry
 
@@ -76,8 +75,10 @@ def list_(  # noqa: PLR0917 (click passes the options positionally by name)
     min_view_length: int | None,
     as_json: bool,
 ) -> None:
-    """The conversations: id, times, version, view length, request flag, last event kind
-    (and, for conversations an agent server fed, its name, execution status and title).
+    """The conversations, two lines each: id, last activity (UTC), events, live view
+    length, agent server and its status ("-": none said); then its title (the agent
+    server's, else the first user message), after "[condensation requested]" if one
+    waits. --json adds the creation time, the last event's kind and the model.
     With --limit, a page: the cursor of the next one is printed under it (pass it as
     --after; a deep page costs what the first does, where --offset reads what it skips)."""
     since = None if updated_since is None else _moment(updated_since)
@@ -101,29 +102,11 @@ def list_(  # noqa: PLR0917 (click passes the options positionally by name)
             ]
         )
         return
-    table = Table(title=f"{len(records)} conversation(s)", title_justify="left")
-    # A store fed by agent servers also shows what they said; one without keeps its columns.
-    fleet = any(r.agent_server is not None for r in records)
-    names = ["id", "created", "updated", "version", "view", "request", "last event"]
-    if fleet:
-        names += ["agent server", "status", "title"]
-    for name in names:
-        right = name in ("version", "view")
-        table.add_column(name, no_wrap=name != "title", justify="right" if right else "left")
-    for r in records:
-        cells = [
-            r.id,
-            r.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-            r.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
-            str(r.version),
-            str(r.view_length),
-            "yes" if r.unhandled_condensation_request else "no",
-            r.last_event_kind or "",
-        ]
-        if fleet:
-            cells += [r.agent_server or "", r.execution_status or "", r.title or ""]
-        table.add_row(*cells)
-    print_table(state.out, table)
+    out = state.out
+    lines = [f"{len(records)} conversation(s)", *catalogue_lines(records, width_for(out))]
+    for i, line in enumerate(lines):
+        style = "bold" if i == 1 else None  # the header, as the tables have it
+        out.print(line, style=style, markup=False, highlight=False, emoji=False, soft_wrap=True)
     if more:
         click.echo(f"next page: --after {records[-1].cursor(_ORDERS[order], desc)}")
 

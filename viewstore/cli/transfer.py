@@ -9,7 +9,6 @@ from typing import Any
 
 import click
 from rich.progress import Progress
-from rich.table import Table
 
 from viewstore.cli.app import (
     EXIT_USAGE,
@@ -20,6 +19,7 @@ from viewstore.cli.app import (
     pass_state,
     printable,
 )
+from viewstore.cli.render import new_table, print_table
 from viewstore.errors import ConcurrencyError, ImportFileError, StorageError, ViewstoreError
 from viewstore.importers.export import stored_base_state, write_conversation_folder
 from viewstore.importers.openhands import (
@@ -114,10 +114,12 @@ def import_(state: Context, paths: tuple[Path, ...], as_json: bool) -> None:
     if as_json:
         state.print_json({"conversations": [r.to_dict() for r in results]})
     else:
-        table = Table(title="import", title_justify="left")
+        table = new_table("import")
         for column in ("conversation", "events", "appended", "already stored", "status"):
             table.add_column(
-                column, justify="left" if column in ("conversation", "status") else "right"
+                column,
+                justify="left" if column in ("conversation", "status") else "right",
+                no_wrap=column == "conversation",  # an id is copied whole
             )
         for r in results:
             table.add_row(
@@ -127,7 +129,7 @@ def import_(state: Context, paths: tuple[Path, ...], as_json: bool) -> None:
                 str(r.duplicates),
                 "ok" if r.error is None else "[red]failed: nothing imported[/]",
             )
-        state.out.print(table)
+        print_table(state.out, table)
     for r in failed:
         click.echo(f"error: {printable(r.error or '')}", err=True)
     if failed:
