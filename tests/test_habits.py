@@ -1,5 +1,6 @@
 """Habits of the ecosystem: the version, the licence, logging under ``viewstore`` (silent by
-default), imports on first use, and SQLite without the PostgreSQL driver."""
+default), imports on first use, and SQLite without the PostgreSQL driver (or the asyncio store
+without its extra)."""
 
 from __future__ import annotations
 
@@ -156,6 +157,25 @@ except UnsupportedDatabaseError as error:
     assert done.returncode == 0, done.stderr
     assert "the driver for 'postgresql+psycopg' URLs is not installed" in done.stdout
     assert "pip install -e '.[postgres]' (in a clone)" in done.stdout
+
+
+def test_the_asyncio_store_without_its_extra_says_which_extra_to_install() -> None:
+    code = """
+import sys
+sys.modules["greenlet"] = None  # as if the asyncio extra were not installed
+try:
+    from viewstore import AsyncEventStore
+except ImportError as error:
+    from viewstore import MissingExtraError
+    print(type(error).__name__, isinstance(error, MissingExtraError), error.extra)
+    print(error)
+"""
+    done = _python(code)
+    assert done.returncode == 0, done.stderr
+    kind, message = done.stdout.splitlines()
+    assert kind == "MissingExtraError True asyncio"
+    assert "pip install -e '.[asyncio]' in a clone" in message
+    assert "sqlalchemy[asyncio]" not in message
 
 
 def test_code_cites_only_documents_inside_the_repository() -> None:

@@ -241,6 +241,17 @@ class UnsupportedDatabaseError(ViewstoreError, ValueError):
     installed (viewstore runs on SQLite and on PostgreSQL through psycopg 3)."""
 
 
+class MissingExtraError(ViewstoreError, ImportError):
+    """A part of viewstore that needs an optional extra was imported without it (the asyncio
+    store without greenlet); names the extra and the install that brings it."""
+
+    def __init__(self, what: str, extra: str, error: ImportError) -> None:
+        self.extra = extra
+        super().__init__(
+            f"{what} needs the {extra!r} extra: pip install -e '.[{extra}]' in a clone ({error})"
+        )
+
+
 class AgentServerError(ViewstoreError):
     """An OpenHands agent server the ingest or ``viewstore sync`` reads from could not answer
     (unreachable, an HTTP error, a body that is not what its REST API returns). Names the

@@ -16,7 +16,7 @@ from viewstore import EventStore
 from viewstore.demo import demo_events
 from viewstore.store.event_store import alembic_config
 
-from ._helpers import invoke, one_line_error
+from ._helpers import failed_with_one_line, invoke, one_line_error, run_viewstore
 
 VIEW_KEYS = [
     "conversation_id",
@@ -210,6 +210,19 @@ def test_bad_url_is_bad_input() -> None:
     result = invoke("not a url", "stats")
     assert result.exit_code == 2
     assert "bad database URL" in one_line_error(result)
+
+
+def test_a_bare_path_as_url_is_answered_with_the_url_to_write(tmp_path: Path) -> None:
+    """`--url x.db` (a path, not a URL) says what the URL is, in its own words, and creates
+    nothing, whether the command would read or create a store; `--help` says so first."""
+    (tmp_path / "events.jsonl").write_text('{"kind": "MessageEvent", "id": "m1"}\n')
+    for args in (["list"], ["init"], ["append", "c", "events.jsonl"]):
+        done = run_viewstore("x.db", *args, cwd=tmp_path)
+        line = failed_with_one_line(done)
+        assert "bad database URL 'x.db'" in line and "sqlite:///x.db" in line, args
+        assert "SQLAlchemy" not in line
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["events.jsonl"], args
+    assert "A bare path is not one" in " ".join(invoke("x.db", "--help").output.split())
 
 
 def test_url_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

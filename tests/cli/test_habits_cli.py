@@ -1,21 +1,26 @@
 """The command line as command-line tools behave: `--version`, a `--help` that imports no
 database library, a closed pipe, helpful `append` errors, read commands that create no file,
-and a demo that keeps out of other applications' databases. Each runs the installed command."""
+`append` and `import` that create a whole store or none, a `serve` that cannot listen, and a
+demo that keeps out of other applications' databases. Each runs the installed command."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import click
+import pytest
 from sqlalchemy import create_engine, text
 
 import viewstore
 from viewstore.cli.app import CREATING_COMMANDS, DEFAULT_URL, LAZY_COMMANDS, SHORT_HELP, cli
 from viewstore.store.database import engine
 
+from ._helpers import OPENHANDS_HEX
 from ._process import SCRIPT, clean_env, error_line, run
 
 
@@ -197,3 +202,55 @@ def test_a_table_wider_than_the_console_meets_a_closed_pipe_quietly() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert (done.returncode, done.stderr) == (0, "")
+
+
+def _store_files(folder: Path) -> list[str]:
+    return sorted(path.name for path in folder.iterdir() if path.name.startswith("viewstore.db"))
+
+
+def test_append_creates_a_whole_store_or_no_file(tmp_path: Path, vectors_dir: Path) -> None:
+    """`append` on a file that does not exist makes a store every command reads (the
+    schema, at once), once the input is checked; input it refuses leaves no file behind."""
+    source = vectors_dir / "openhands" / OPENHANDS_HEX / "events"
+    lines = [json.dumps(json.loads(path.read_text())) for path in sorted(source.glob("*.json"))]
+    (tmp_path / "bad.jsonl").write_text('{"kind": "MessageEvent"}\n')
+    (tmp_path / "twice.jsonl").write_text(f"{lines[0]}\n{lines[0]}\n")
+    (tmp_path / "good.jsonl").write_text("".join(f"{line}\n" for line in lines))
+    for refused in ("bad.jsonl", "twice.jsonl"):  # by the command, then by the store
+        error_line(run("append", "c", refused, cwd=tmp_path))
+        assert _store_files(tmp_path) == [], refused
+    done = run("append", "c", "good.jsonl", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    listed = run("list", "--json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert [record["id"] for record in json.loads(listed.stdout)] == ["c"]
+
+
+def test_import_creates_a_whole_store_or_no_file(tmp_path: Path, vectors_dir: Path) -> None:
+    broken = tmp_path / "broken" / OPENHANDS_HEX / "events"
+    broken.mkdir(parents=True)
+    (broken / "event-00000-x.json").write_text("{not json")
+    (tmp_path / "empty").mkdir()
+    for folder in ("missing", "empty", "broken"):
+        done = run("import", folder, cwd=tmp_path)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert _store_files(tmp_path) == [], folder
+    done = run("import", str(vectors_dir / "openhands"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    for command in (["list"], ["stats"], ["verify"]):
+        assert run(*command, cwd=tmp_path).returncode == 0, command
+
+
+def test_serve_on_a_busy_port_says_so_before_any_url(tmp_path: Path) -> None:
+    """One line and exit 2, before the viewer's URL is printed (uvicorn, left to find out,
+    printed the URL first and then exited 3)."""
+    if importlib.util.find_spec("uvicorn") is None:
+        pytest.skip("the web extra is not installed")
+    url = f"sqlite:///{tmp_path / 'v.db'}"
+    assert run("init", url=url).returncode == 0
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        line = error_line(run("serve", "--port", str(port), url=url))
+    assert f"cannot listen on 127.0.0.1:{port}" in line and "another --port" in line

@@ -6,6 +6,7 @@ errors print one line on stderr and never a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import json
@@ -50,6 +51,7 @@ class Context:
     _store: EventStore | None = None
     _out: Console | None = None
     _err: Console | None = None
+    _new_file: str | None = None  # the SQLite file create_if_new() made
 
     @property
     def out(self) -> Console:
@@ -71,9 +73,34 @@ class Context:
             self._store = open_url(self.url, lambda url: EventStore(url, schema=self.schema))
         return self._store
 
+    def create_if_new(self) -> None:
+        """For a command that may create its store (append, import): where the URL names a
+        SQLite file that does not exist, create it with the whole schema, so that it is a store
+        every other command can read. Call it once the input has been checked. If the command
+        then stores nothing there (every conversation refused), the file goes again at close:
+        no command leaves a file it did not fill."""
+        store = self.store  # a URL that is none is reported first, as by every command
+        path = new_sqlite_file(self.url)
+        if path is None:
+            return
+        self._new_file = path
+        store.create_schema()
+
     def close(self) -> None:
         if self._store is not None:
+            path, self._new_file = self._new_file, None
+            empty = path is not None and not self._holds_conversations()
             self._store.close()
+            if empty and path is not None:
+                for suffix in ("", "-wal", "-shm", "-journal"):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(path + suffix)
+
+    def _holds_conversations(self) -> bool:
+        try:
+            return bool(self.store.conversations(limit=1))
+        except ViewstoreError:  # the schema did not get there: nothing was stored either
+            return False
 
     def print_json(self, value: Any) -> None:
         click.echo(json.dumps(value, ensure_ascii=False, indent=2))
@@ -104,18 +131,27 @@ def open_url(url: str, opener: Callable[[str], T]) -> T:
 def _refuse_to_create(url: str) -> None:
     """A read command (``stats``, ``view``, ...) on a SQLite file that does not exist: say so,
     rather than let SQLite create an empty file and then report a missing schema."""
-    from sqlalchemy.engine import make_url  # noqa: PLC0415 - start-up time
-
     ctx = click.get_current_context(silent=True)
     if ctx is None or ctx.info_name in CREATING_COMMANDS:
         return
-    parsed = make_url(url)
+    path = new_sqlite_file(url)
+    if path is not None:
+        raise UserError(f"{path}: no such database file: run `viewstore init` to create it")
+
+
+def new_sqlite_file(url: str) -> str | None:
+    """The path of the SQLite file ``url`` names if that file does not exist yet; None for
+    another database, one in memory, a ``file:`` URI (SQLite's own options decide), or a file
+    that is there."""
+    from viewstore.store.database.engine import normalize_url  # noqa: PLC0415 - start-up time
+
+    parsed = normalize_url(url)
     path = parsed.database
     if parsed.get_backend_name() != "sqlite" or not path or path == ":memory:":
-        return
+        return None
     if path.startswith("file:") or os.path.exists(path):
-        return
-    raise UserError(f"{path}: no such database file: run `viewstore init` to create it")
+        return None
+    return path
 
 
 def fail(message: str) -> NoReturn:
@@ -251,7 +287,8 @@ def silence_stdout() -> None:
     default=DEFAULT_URL,
     show_default=True,
     show_envvar=True,
-    help="Database URL: sqlite:///file.db or postgresql://user@host/db.",
+    help="Database URL: sqlite:///file.db (a file here; sqlite:////abs/file.db an absolute "
+    "path) or postgresql://user@host/db. A bare path is not one.",
 )
 @click.option(
     "--schema",

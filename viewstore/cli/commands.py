@@ -104,6 +104,7 @@ def append(
         events, lines = _read_jsonl(file, name, state.store.max_event_bytes)
     except UnicodeDecodeError as error:
         raise UserError(f"{name}: not valid UTF-8 ({error.reason})") from error
+    state.create_if_new()
     try:
         result = state.store.append(conversation, events, expected_version=expected_version)
     except (InvalidEventError, DuplicateEventError) as error:

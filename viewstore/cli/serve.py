@@ -5,8 +5,10 @@ The web stack is imported inside the command, so the rest of the CLI works witho
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import socket
 
 import click
 
@@ -67,6 +69,7 @@ def serve(  # noqa: PLR0917 (click passes the options positionally by name)
     url = serve_url or state.url
     app = open_url(url, lambda url: create_app(url, schema=state.schema, token=token))
     app.state.store.conversations()  # a bad URL or a missing schema fails here, in one line
+    _check_address(host, port)
     guarded = ", token required" if token else ""
     processes = f", {workers} processes" if workers > 1 else ""
     click.echo(
@@ -89,3 +92,19 @@ def serve(  # noqa: PLR0917 (click passes the options positionally by name)
         log_level="warning",
         timeout_graceful_shutdown=2,
     )
+
+
+def _check_address(host: str, port: int) -> None:
+    """Bind ``host:port`` once and let it go, as uvicorn is about to bind it: an address in
+    use (or one this machine does not have) is then said in one line, before the viewer's URL
+    is printed, rather than by uvicorn's log after it and an exit code of its own."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            # As uvicorn binds: a port whose last connections are still closing is free.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as error:
+        hint = "; give another --port" if error.errno == errno.EADDRINUSE else ""
+        reason = error.strerror or str(error)
+        raise UserError(f"cannot listen on {host}:{port}: {reason}{hint}") from error

@@ -103,6 +103,7 @@ def import_(state: Context, paths: tuple[Path, ...], as_json: bool) -> None:
         folders = find_conversation_folders(paths)
     except ImportFileError as error:
         raise UserError(f"{error.path}: {error.reason}") from error
+    state.create_if_new()
     results: list[Imported] = []
     with Progress(console=state.err, disable=not state.err.is_terminal) as progress:
         task = progress.add_task("importing", total=len(folders))

@@ -23,6 +23,7 @@ from weakref import WeakKeyDictionary
 
 from sqlalchemy import Dialect, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
 
 from viewstore.errors import InvalidArgumentError, UnsupportedDatabaseError
 from viewstore.store.database import slow
@@ -47,10 +48,26 @@ def default_url() -> str:
 
 
 def normalize_url(url: str | URL) -> URL:
-    parsed = make_url(url)
+    try:
+        parsed = make_url(url)
+    except ArgumentError as error:
+        raise InvalidArgumentError(_not_a_url(url)) from error
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     return parsed
+
+
+def _not_a_url(url: object) -> str:
+    if isinstance(url, str) and url.strip() and "://" not in url:
+        # A bare path (`--url x.db`): the one mistake worth its own words.
+        return (
+            f"bad database URL {url!r}: a URL names the kind of database first; for the "
+            f"SQLite file {url} it is sqlite:///{url} (PostgreSQL: postgresql://user@host/db)"
+        )
+    return (
+        f"bad database URL {url!r}: a URL looks like sqlite:///file.db (a SQLite file) "
+        "or postgresql://user@host/db"
+    )
 
 
 def check_schema(schema: str | None) -> str | None:
