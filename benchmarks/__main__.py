@@ -4,9 +4,9 @@
 
 The PostgreSQL server URL defaults to ``VIEWSTORE_TEST_POSTGRES_URL``; a fresh database is
 created on it for the run and dropped afterwards. SQLite runs on a temporary file. Results are
-printed and written to ``benchmarks/results/`` (cli.json, view.json, store-sqlite.json,
-store-postgresql.json, web-sqlite.json, web-postgresql.json, web-load-sqlite.json,
-web-load-postgresql.json, prune-sqlite.json,
+printed and written to ``benchmarks/results/`` (cli.json, cli-reads.json, view.json,
+store-sqlite.json, store-postgresql.json, web-sqlite.json, web-postgresql.json,
+web-load-sqlite.json, web-load-postgresql.json, prune-sqlite.json,
 prune-postgresql.json, scale-sqlite.json, scale-postgresql.json, fork-sqlite.json,
 fork-postgresql.json, footprint-sqlite.json, footprint-postgresql.json,
 footprint-design-sqlite.json, footprint-design-postgresql.json, append-floor-sqlite.json,
@@ -36,6 +36,7 @@ from benchmarks import (
     bench_append_floor,
     bench_async,
     bench_cli,
+    bench_cli_reads,
     bench_follow,
     bench_footprint,
     bench_footprint_design,
@@ -141,6 +142,10 @@ def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
     results = scratch if quick else bench_store.RESULTS
     print("== command-line start-up", flush=True)
     bench_cli.main(["--runs", "3" if quick else "20", "--output", str(results / "cli.json")])
+    print("\n== read commands, start to exit, on a small SQLite store", flush=True)
+    bench_cli_reads.main(
+        ["--runs", "2" if quick else "15", "--output", str(results / "cli-reads.json")]
+    )
     print("\n== pure view engine", flush=True)
     bench_view.main([*(QUICK_VIEW if quick else []), "--output", str(results / "view.json")])
     _sqlite(quick, scratch, results)

@@ -60,6 +60,10 @@ def test_suite_runs_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     cli = json.loads((tmp_path / "cli.json").read_text())
     assert cli["ratio_to_bare_interpreter"]["python -c pass"] == 1.0
     assert cli["median_ms"]["viewstore --help"] > 0
+    reads = json.loads((tmp_path / "cli-reads.json").read_text())
+    assert reads["ratio_to_bare_interpreter"]["python -c pass"] == 1.0
+    for command in ("list", "view", "events", "indices", "feed", "stats", "verify"):
+        assert reads["median_ms"][f"viewstore {command}"] > 0, command
     if "no OpenHands SDK measures" not in out:  # where the SDK is installed (CI)
         openhands = json.loads((tmp_path / "openhands-sqlite.json").read_text())
         assert openhands["step"]["ratio"] > 0

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 import click
 
 from viewstore.cli.app import Context, cli, json_option, pass_state
-from viewstore.cli.render import catalogue_lines, width_for
 from viewstore.store.read.catalogue import MAX_LIMIT, Order
 from viewstore.store.read.feed import MAX_FEED_LIMIT, FeedEntry
 
@@ -102,6 +101,8 @@ def list_(  # noqa: PLR0917 (click passes the options positionally by name)
             ]
         )
         return
+    from viewstore.cli.render import catalogue_lines, width_for  # noqa: PLC0415 - start-up
+
     out = state.out
     lines = [f"{len(records)} conversation(s)", *catalogue_lines(records, width_for(out))]
     for i, line in enumerate(lines):

@@ -1,15 +1,19 @@
 """Commands that read or check the store: init, append, view, events, indices, verify,
-checkpoint, rebuild, stats, demo."""
+checkpoint, rebuild, stats, demo.
+
+Start-up time: the rich tables, the progress bar, the stats queries and the demo are imported
+by the commands that use them, so that `indices` or `verify` loads none of them; commands that
+print plain lines print them with click rather than through a rich console.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
-from rich.progress import Progress
 
 from viewstore.cli.app import (
     EXIT_PROBLEMS,
@@ -20,12 +24,11 @@ from viewstore.cli.app import (
     json_option,
     pass_state,
 )
-from viewstore.cli.render import events_table, print_table, view_table
-from viewstore.cli.stats import collect_stats, fast_stats
-from viewstore.demo import run_demo
 from viewstore.errors import DuplicateEventError, InvalidEventError
-from viewstore.events import Event, parse_event
-from viewstore.store.records import VerifyReport
+
+if TYPE_CHECKING:
+    from viewstore.events import Event
+    from viewstore.store.records import VerifyReport
 
 
 @cli.command()
@@ -48,6 +51,8 @@ def init(state: Context, partitions: int | None, as_json: bool) -> None:
 
 
 def _read_jsonl(handle: IO[str], name: str, max_bytes: int) -> tuple[list[Event], list[int]]:
+    from viewstore.events import parse_event  # noqa: PLC0415 - start-up time
+
     text = handle.read()
     events: list[Event] = []
     lines: list[int] = []
@@ -158,6 +163,8 @@ def view(  # noqa: PLR0917 (click passes the options positionally by name)
     as_json: bool,
 ) -> None:
     """Show a conversation's view: what the LLM is sent, and where a condenser may cut."""
+    from viewstore.cli.render import print_table, view_table  # noqa: PLC0415 - start-up time
+
     if resume and as_of is not None:
         raise click.UsageError("--resume and --as-of cannot be combined")
     if payloads and not as_json:
@@ -192,6 +199,8 @@ def view(  # noqa: PLR0917 (click passes the options positionally by name)
 @pass_state
 def events(state: Context, conversation: str, after: int, limit: int | None, as_json: bool) -> None:
     """List a conversation's stored events (the log, in append order)."""
+    from viewstore.cli.render import events_table, print_table  # noqa: PLC0415 - start-up
+
     stored = state.store.events(conversation, after=after, limit=limit)
     if as_json:
         state.print_json(
@@ -222,7 +231,7 @@ def indices(state: Context, conversation: str, as_of: int | None, as_json: bool)
             }
         )
     else:
-        state.out.print(" ".join(str(i) for i in stored.manipulation_indices))
+        click.echo(" ".join(str(i) for i in stored.manipulation_indices))
 
 
 def _report_dict(report: VerifyReport) -> dict[str, Any]:
@@ -262,7 +271,7 @@ def verify(state: Context, conversation: str | None, against: Path | None, as_js
     if as_json:
         state.print_json(_report_dict(report))
     else:
-        state.out.print(report.render(), markup=False)
+        click.echo(report.render())
     if not report.ok:
         sys.exit(EXIT_PROBLEMS)
 
@@ -295,10 +304,10 @@ def checkpoint(state: Context, output: Path | None) -> None:
         output.write_text(text, encoding="utf-8")
     except OSError as error:
         raise UserError(f"cannot write checkpoint {str(output)!r}: {error}") from error
-    state.err.print(
+    click.echo(
         f"checkpoint of {len(heads['conversations'])} conversation(s) written to {output}; "
         f"digest {heads['digest']}",
-        markup=False,
+        err=True,
     )
 
 
@@ -308,6 +317,8 @@ def checkpoint(state: Context, output: Path | None) -> None:
 @pass_state
 def rebuild(state: Context, conversation: str | None, as_json: bool) -> None:
     """Rewrite the view and index rows from the event log (one transaction each)."""
+    from rich.progress import Progress  # noqa: PLC0415 - start-up time
+
     keys = [conversation] if conversation is not None else state.store.conversation_ids()
     with Progress(console=state.err, disable=not state.err.is_terminal) as progress:
         task = progress.add_task("rebuilding", total=len(keys))
@@ -331,6 +342,8 @@ def rebuild(state: Context, conversation: str | None, as_json: bool) -> None:
 @pass_state
 def stats(state: Context, fast: bool, as_json: bool) -> None:
     """Counts: conversations, events, view sizes, condensations."""
+    from viewstore.cli.stats import collect_stats, fast_stats  # noqa: PLC0415 - start-up time
+
     numbers = fast_stats(state.store) if fast else collect_stats(state.store)
     if as_json:
         state.print_json(numbers)
@@ -338,10 +351,10 @@ def stats(state: Context, fast: bool, as_json: bool) -> None:
     if fast:
         for name in ("conversations", "events", "condensations"):
             about = "" if numbers["exact"][name] else "about "
-            state.out.print(f"{name + ':':<15}{about}{numbers[name]}")
+            click.echo(f"{name + ':':<15}{about}{numbers[name]}")
         return
     sizes = numbers["view_sizes"]
-    state.out.print(
+    click.echo(
         f"conversations: {numbers['conversations']}\n"
         f"events:        {numbers['events']}\n"
         f"condensations: {numbers['condensations']}\n"
@@ -349,10 +362,10 @@ def stats(state: Context, fast: bool, as_json: bool) -> None:
     )
     kinds = numbers["events_by_kind"]
     if kinds:
-        state.out.print("events by kind:")
+        click.echo("events by kind:")
         width = max(len(kind) for kind in kinds)
         for kind, count in kinds.items():
-            state.out.print(f"  {kind:<{width}}  {count:>8}", markup=False)
+            click.echo(f"  {kind:<{width}}  {count:>8}")
 
 
 def _refuse_foreign_database(state: Context) -> None:
@@ -382,6 +395,9 @@ def _refuse_foreign_database(state: Context) -> None:
 @pass_state
 def demo(state: Context, conversation: str | None, as_json: bool) -> None:
     """Build a realistic OpenHands conversation step by step and show its live view."""
+    from viewstore.cli.render import print_table, view_table  # noqa: PLC0415 - start-up time
+    from viewstore.demo import run_demo  # noqa: PLC0415 - as above
+
     _refuse_foreign_database(state)
     result = run_demo(state.store, conversation)
     key = result.conversation_id

@@ -10,7 +10,6 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import click
-from rich.progress import Progress
 
 from viewstore.cli.app import Context, UserError, cli, json_option, pass_state, printable
 from viewstore.errors import ConversationHasForksError
@@ -141,6 +140,8 @@ def prune(
                 state.out.print(printable(key), markup=False)
             state.err.print(f"would erase {len(found)} conversation(s) (dry run)")
         return
+    from rich.progress import Progress  # noqa: PLC0415 - start-up time
+
     # Each round looks up a batch and erases it one transaction at a time: an interrupted
     # prune leaves whole conversations either erased or not, and running it again finishes.
     with Progress(console=state.err, disable=not state.err.is_terminal) as progress:

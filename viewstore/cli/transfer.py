@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.progress import Progress
 
 from viewstore.cli.app import (
     EXIT_USAGE,
@@ -105,6 +104,8 @@ def import_(state: Context, paths: tuple[Path, ...], as_json: bool) -> None:
         raise UserError(f"{error.path}: {error.reason}") from error
     state.create_if_new()
     results: list[Imported] = []
+    from rich.progress import Progress  # noqa: PLC0415 - start-up time
+
     with Progress(console=state.err, disable=not state.err.is_terminal) as progress:
         task = progress.add_task("importing", total=len(folders))
         for folder in folders:
