@@ -18,6 +18,7 @@ from sqlalchemy import text
 from viewstore import EventStore
 from viewstore.demo import run_demo
 from viewstore.store.adapters.source_info import SourceInfo
+from viewstore.store.read.feed import encode_cursor
 
 from ._helpers import OPENHANDS_HEX
 from ._process import SCRIPT, clean_env, error_line, run
@@ -239,7 +240,12 @@ def test_feed_prints_the_change_feed_and_goes_on_from_a_cursor(sqlite_url: str) 
     lines = done.stdout.splitlines()
     assert len(lines) == 17
     cursor, conversation, seq, kind, event_id = lines[0].split("\t")
-    assert (cursor, conversation, seq, kind) == ("0.1", LONG, "1", "SystemPromptEvent")
+    assert (cursor, conversation, seq, kind) == (
+        encode_cursor(0, 1),
+        LONG,
+        "1",
+        "SystemPromptEvent",
+    )
     with EventStore(sqlite_url) as store:
         assert event_id == store.events(LONG)[0].event_id
     last = json.loads(

@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from viewstore import EventStore, FeedEntry, InvalidArgumentError
+from viewstore.store.read.feed import decode_cursor
 
 from ._helpers import backend, is_postgres, message, settled_feed
 from ._workers import feed_writer
@@ -146,7 +147,18 @@ def test_feed_cursor_paging_and_validation(db_url: str) -> None:
             cursor = page[-1].cursor
         assert paged == everything
         assert store.feed(after=everything[-1].cursor) == []
+        # Opaque: a prefix and a fixed width, so no cursor reads as a number, and cursors
+        # sort as text in feed order (once "0.9" was followed by "0.10").
+        cursors = [entry.cursor for entry in everything]
+        assert all(c.startswith("f1.") and len(c) == len(cursors[0]) for c in cursors)
+        assert sorted(cursors) == cursors
+        txid, position = decode_cursor(cursors[1])
+        assert store.feed(after=f"{txid}.{position}") == everything[2:]  # the older form
+        hexes = ["f1." + "0" * 33, "f1." + "0" * 31, "f1." + "G" * 32, "F1." + "0" * 32]
         for bad in ["", "x", "1", "1.2.3", "-1.2", "1.-2", " 1.2", "9" * 30 + ".1", "1.2\n"]:
+            with pytest.raises(InvalidArgumentError, match="cursor"):
+                store.feed(after=bad)
+        for bad in [*hexes, "f1." + "f" * 32]:  # the last is beyond a 64-bit column
             with pytest.raises(InvalidArgumentError, match="cursor"):
                 store.feed(after=bad)
         for bad_type in [12, 1.5, b"0.1", ["0.1"]]:

@@ -16,7 +16,11 @@ no lock of any kind (writers are never slowed down by readers):
 * **SQLite.** One writer at a time (``BEGIN IMMEDIATE``) assigns ``max(position) + 1``, so
   position order is commit order; ``txid`` is always 0 there and the same ordering applies.
 
-The cursor is an opaque string; today it is ``"<txid>.<position>"``.
+The cursor is an opaque string: ``f1.`` and the transaction id and the position as 16 hex
+digits each (``f1.0000000000000000000000000000000a``). It reads as no number (the position
+``9`` and then ``10`` once printed as ``0.9`` and ``0.10``, which look like decimals going
+backwards), and being of one width, cursors sort as text in feed order. The older form
+``"<txid>.<position>"`` is still accepted as ``after``.
 """
 
 from __future__ import annotations
@@ -30,7 +34,11 @@ from viewstore.errors import InvalidArgumentError
 from viewstore.store.database.schema import events
 
 MAX_FEED_LIMIT = 100_000
-_CURSOR = re.compile(r"([0-9]{1,19})\.([0-9]{1,19})")
+CURSOR_PREFIX = "f1."
+_HEX_DIGITS = 16  # one 64-bit number
+_CURSOR = re.compile(r"f1\.([0-9a-f]{16})([0-9a-f]{16})")
+# The cursors of viewstore 0.1.0 and before: still accepted, never handed out.
+_OLD_CURSOR = re.compile(r"([0-9]{1,19})\.([0-9]{1,19})")
 _BIGINT_MAX = 2**63 - 1
 
 
@@ -46,7 +54,7 @@ class FeedEntry:
 
 
 def encode_cursor(txid: int, position: int) -> str:
-    return f"{txid}.{position}"
+    return f"{CURSOR_PREFIX}{txid:0{_HEX_DIGITS}x}{position:0{_HEX_DIGITS}x}"
 
 
 def decode_cursor(cursor: str) -> tuple[int, int]:
@@ -56,9 +64,13 @@ def decode_cursor(cursor: str) -> tuple[int, int]:
             f"feed cursor must be a string from FeedEntry.cursor, got {type(cursor).__name__}"
         )
     match = _CURSOR.fullmatch(cursor)
+    base = 16
+    if match is None:
+        match = _OLD_CURSOR.fullmatch(cursor)
+        base = 10
     if match is None:
         raise InvalidArgumentError(f"malformed feed cursor {cursor[:80]!r}")
-    txid, position = int(match.group(1)), int(match.group(2))
+    txid, position = int(match.group(1), base), int(match.group(2), base)
     if txid > _BIGINT_MAX or position > _BIGINT_MAX:
         raise InvalidArgumentError(f"feed cursor {cursor!r} is out of range")
     return txid, position
@@ -117,4 +129,12 @@ def read_feed(conn: Connection, after: str | None, limit: int) -> list[FeedEntry
     ]
 
 
-__all__ = ["MAX_FEED_LIMIT", "FeedEntry", "check_limit", "decode_cursor", "read_feed"]
+__all__ = [
+    "CURSOR_PREFIX",
+    "MAX_FEED_LIMIT",
+    "FeedEntry",
+    "check_limit",
+    "decode_cursor",
+    "encode_cursor",
+    "read_feed",
+]

@@ -11,8 +11,9 @@ commit is still running on its node, so it stays above that node's horizon), and
 their union.
 
 The cursor is a map from node to that node's ``(txid, position)``, written
-``node=txid.position;node=txid.position``. A single-server cursor given to a sharded store
-applies to every node, and a node missing from a map starts from its beginning. Events of one
+``node=CURSOR;node=CURSOR``, each a single-server cursor (``viewstore.store.read.feed``). A
+single-server cursor given to a sharded store applies to every node, and a node missing from a
+map starts from its beginning. Events of one
 conversation come in commit order (a conversation lives on one node); events of conversations
 on different nodes have no commit order between them, and are interleaved by the time each was
 recorded.
