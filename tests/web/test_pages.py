@@ -76,6 +76,39 @@ def test_list_shows_what_an_agent_server_said(db_url: str, browsed: Browsed) -> 
         )
 
 
+def _row(page: str, key: str) -> str:
+    return next(r for r in page.split("<tr>") if f'class="cid" href="/c/{key}"' in r)
+
+
+def _cell_texts(row: str) -> list[list[str]]:
+    """The words of each cell of a list row."""
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+    return [html.unescape(re.sub(r"<[^>]+>", " ", c)).split() for c in cells]
+
+
+def test_list_names_each_conversation_and_its_last_activity(
+    client: TestClient, browsed: Browsed
+) -> None:
+    """Issue 39: a title (no agent server here: the first user message), last activity and
+    creation with their zone, "-" where no agent server said anything, "no" request."""
+    page = client.get("/", params={"sort": "id", "order": "asc"}).text
+    demo = _row(page, browsed.demo)
+    assert "The CI build is red. Run the test suite and fix what fails." in demo
+    assert 'title="first user message"' in demo
+    cells = _cell_texts(demo)
+    for when in (cells[1], cells[2]):  # last activity, created
+        assert len(when) == 2 and when[1].endswith("Z") and len(when[1]) == 9, cells
+    assert cells[5:] == [["no"], ["-"], ["-"]], cells  # request, agent server, status
+    assert "please fix the bug" in _row(page, browsed.ranges)
+    assert _cell_texts(_row(page, browsed.ranges))[5] == ["no"]  # its request was handled
+    script = _row(page, browsed.script)
+    assert "&lt;script&gt;window.__pwned" in script and "<script>window" not in script
+    listed = client.get("/api/conversations", params={"sort": "id", "order": "asc"}).json()
+    record = next(c for c in listed["conversations"] if c["conversation_id"] == browsed.demo)
+    assert record["display_title"] == record["first_message"]
+    assert record["first_message"].startswith("The CI build is red.")
+
+
 def test_list_pages_past_fifty(db_url: str, browsed: Browsed) -> None:
     with EventStore(db_url) as store:
         for i in range(52):

@@ -23,7 +23,7 @@ from starlette.templating import Jinja2Templates
 
 from viewstore.errors import ConversationNotFoundError, InvalidArgumentError, ViewstoreError
 from viewstore.store import EventStore
-from viewstore.web import api, errors, feed_stream, pages
+from viewstore.web import api, details, errors, feed_stream, pages
 from viewstore.web.feed_stream import FeedStreams
 from viewstore.web.model import NotFound
 from viewstore.web.params import BadRequest
@@ -46,6 +46,7 @@ def templates() -> Jinja2Templates:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters["when"] = details.when
     return Jinja2Templates(env=env)
 
 

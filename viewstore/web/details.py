@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from viewstore.errors import InvalidArgumentError
@@ -91,10 +92,17 @@ def list_data(
                 "agent_server": s.agent_server,
                 "execution_status": s.execution_status,
                 "llm_model": s.llm_model,
+                "first_message": s.first_message,
+                "display_title": s.display_title,
             }
             for s in rows
         ],
     }
+
+
+def when(iso: str) -> str:
+    """An ISO 8601 time (the API's) as the pages show it: UTC, to the second, zone named."""
+    return datetime.fromisoformat(iso).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def _rounded(estimate: int) -> int:

@@ -87,6 +87,8 @@ def _components() -> dict[str, Any]:
                             "agent_server": NSTR,
                             "execution_status": NSTR,
                             "llm_model": NSTR,
+                            "first_message": NSTR,
+                            "display_title": NSTR,
                         }
                     ),
                 },
