@@ -208,7 +208,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "indices": ("commands", "Print the manipulation indices of a conversation's live view."),
     "ingest": ("ingest", "Receive OpenHands agent servers' webhooks into the store (see..."),
     "init": ("commands", "Create or migrate the database schema to the newest revision."),
-    "list": ("catalogue", "The conversations: id, times, version, view length, request..."),
+    "list": ("catalogue", "The conversations, two lines each: id, last activity (UTC),..."),
     "prune": ("lifecycle", "Erase every conversation inactive for longer than a retention..."),
     "rebuild": ("commands", "Rewrite the view and index rows from the event log (one..."),
     "redact": ("lifecycle", "Remove an event's content from the log and every copy; its..."),
