@@ -93,9 +93,8 @@ def test_conflicts_retries_fallbacks_and_migrations_are_logged(
 
         append_with_retry(store, "c", decide, backoff=0)
     by_logger = {(r.name, r.levelname): r.getMessage() for r in caplog.records}
-    assert (
-        "migrated the viewstore schema from empty to" in by_logger[("viewstore.migrations", "DEBUG")]
-    )
+    migrated = by_logger[("viewstore.migrations", "DEBUG")]
+    assert "migrated the viewstore schema from empty to" in migrated
     assert "fast path stepped aside for 'c'" in by_logger[("viewstore.store", "DEBUG")]
     assert "conflict on 'c'" in by_logger[("viewstore.store", "INFO")]
     assert "retrying 'c' after a conflict (attempt 1" in by_logger[("viewstore.retry", "INFO")]
