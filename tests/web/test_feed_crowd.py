@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pytest
 from sqlalchemy import Engine, create_engine, text
 
+from tests.ops._helpers import settled_feed
 from viewstore import EventStore
 from viewstore.errors import InvalidArgumentError
 from viewstore.store.database.engine import create_engine_for
@@ -74,6 +75,9 @@ def test_streams_share_one_listening_connection(fresh_pg_url: str) -> None:
     watch = _watch(fresh_pg_url)
     with _appender(fresh_pg_url) as store, serving(fresh_pg_url) as served:
         store.append("old", [message("o1")])
+        # Another test's open transaction can hold o1 back from the feed for a moment; a
+        # stream that starts before o1 shows would then follow from before it.
+        settled_feed(store, 1)
         assert raw_get(served, b"/api/conversations").status == 200  # the pool is open
         before = _backends(watch)
         assert before.listening == []
