@@ -3,17 +3,20 @@
 Fixtures yield database URL strings only; tests build their own store/engine from them.
 
 PostgreSQL server resolution (see docs/operations.md, "Tests against PostgreSQL"):
-1. ``VIEWSTORE_TEST_POSTGRES_URL`` if set (CI always sets it; connection errors are errors);
-2. otherwise a throwaway server the session starts from the PostgreSQL binaries it finds
-   (tests/_throwaway_pg.py): no running server, role or database needed;
+1. ``VIEWSTORE_TEST_POSTGRES_URL`` if set (connection errors are errors);
+2. otherwise a throwaway server of the test process's own, started from the PostgreSQL binaries
+   it finds (tests/_throwaway_pg.py): no running server, role or database needed, and each
+   xdist worker has its own, so that one worker's open transactions never hold back what
+   another's feed tests wait for;
 3. otherwise testcontainers' PostgreSQL where a Docker engine answers;
 4. otherwise PostgreSQL tests skip with the reason.
 
 With ``VIEWSTORE_REQUIRE_POSTGRES=1`` any skipped PostgreSQL test fails the session.
 
-Isolation: every test run gets its own database (``pg_session_url``), and every test that asks
-for ``fresh_pg_url`` / ``db_url`` gets a brand-new empty database (CREATE DATABASE costs ~20 ms
-here), dropped WITH (FORCE) afterwards.
+Isolation: every test that asks for ``fresh_pg_url`` gets a brand-new empty database, dropped
+WITH (FORCE) afterwards. ``db_url`` gives a store already at head, of each layout: a copy of a
+template the test process migrated once (tests/_pg_clone.py; a SQLite file copied with
+SQLite's backup API), because migrating a new database costs more than most tests do.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +34,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Engine, make_url
 
 from tests import _required as required_skips
+from tests._pg_clone import adopt_roles
 from tests._throwaway_pg import ThrowawayPostgres, ThrowawayUnavailable
 from viewstore.store.database.roles import role_names
 
@@ -39,9 +44,9 @@ DB_PREFIX = "viewstore_test_"
 
 _PG_SKIPS: list[str] = []  # PostgreSQL-related skips seen this session
 _SKIPS: dict[str, int] = {}  # every skip's reason, counted, for the one-line-per-kind summary
-#: Why no throwaway server could start, for the skip message (the controller's, see below).
-THROWAWAY_FAILED_ENV = "VIEWSTORE_TEST_POSTGRES_THROWAWAY_FAILED"
-_THROWAWAY: list[ThrowawayPostgres] = []
+#: The throwaway servers this process started (a worker's are reported to the controller).
+_THROWAWAY: list[str] = []
+_THROWAWAY_KEY = "viewstore_throwaway_servers"
 
 
 # --------------------------------------------------------------------------- PostgreSQL server
@@ -54,7 +59,17 @@ def pg_server_url() -> Iterator[str]:
     if env_url:
         yield env_url
         return
-    throwaway_failed = os.environ.get(THROWAWAY_FAILED_ENV, "")
+    try:
+        server = ThrowawayPostgres.start()
+    except ThrowawayUnavailable as exc:
+        throwaway_failed = str(exc)[:300]
+    else:
+        _THROWAWAY.append(f"{server.folder} ({server.bin_dir})")
+        try:
+            yield server.url
+        finally:
+            server.stop()
+        return
 
     container: Any = None
     try:
@@ -136,6 +151,61 @@ def fresh_pg_url(pg_admin_engine: Engine, pg_server_url: str) -> Iterator[str]:
         yield url
 
 
+class PgTemplates:
+    """Stores at head on the test server: each layout migrated once into a template database,
+    then copied for each test (tests/_pg_clone.py)."""
+
+    def __init__(self, admin: Engine, server_url: str) -> None:
+        self.admin, self.server_url = admin, server_url
+        self.templates: dict[int | None, str] = {}
+
+    def clone(self, partitions: int | None) -> tuple[str, str]:
+        """A new database holding a copy of the store at head: its name and URL."""
+        from viewstore import EventStore  # noqa: PLC0415
+
+        template = self.templates.get(partitions)
+        if template is None:
+            template, url = _create_database(self.admin, self.server_url)
+            with EventStore(url) as store:  # closing it disposes its pool: no one stays on
+                store.create_schema(partitions=partitions)
+            self.templates[partitions] = template
+        name = DB_PREFIX + secrets.token_hex(6)
+        with self.admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{template}"'))
+        url = make_url(self.server_url).set(database=name).render_as_string(hide_password=False)
+        engine = create_engine(url)
+        try:
+            with engine.begin() as conn:
+                adopt_roles(conn, template, name)
+        finally:
+            engine.dispose()
+        return name, url
+
+    def drop(self) -> None:
+        for name in self.templates.values():
+            _drop_database(self.admin, name)
+
+
+@pytest.fixture(scope="session")
+def pg_templates(pg_admin_engine: Engine, pg_server_url: str) -> Iterator[PgTemplates]:
+    templates = PgTemplates(pg_admin_engine, pg_server_url)
+    try:
+        yield templates
+    finally:
+        templates.drop()
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite store at head, migrated once per test process, for ``db_url`` to copy."""
+    from viewstore import EventStore  # noqa: PLC0415
+
+    template = tmp_path_factory.mktemp("template") / "store.db"
+    with EventStore(f"sqlite:///{template}") as store:
+        store.create_schema()
+    return template
+
+
 @pytest.fixture
 def second_pg_url(pg_admin_engine: Engine, pg_server_url: str) -> Iterator[str]:
     """Another brand-new PostgreSQL database, for a test that compares two."""
@@ -166,19 +236,34 @@ PARTITIONED_TOO = "PARTITIONED_TOO"
         pytest.param("postgres_partitioned", marks=pytest.mark.postgres),
     ],
 )
-def db_url(request: pytest.FixtureRequest) -> str:
-    """URL of a fresh database of each layout: ``EventStore(db_url)``. SQLite and plain
-    PostgreSQL are empty; the partitioned layout holds a new store already partitioned
-    (its ``create_schema()`` then finds it at head)."""
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """URL of a new store at head of each layout, of its own: ``EventStore(db_url)``. Its
+    ``create_schema()`` finds it at head. A test of creating or migrating a store starts from
+    ``sqlite_url`` or ``fresh_pg_url`` (empty) instead."""
     if request.param == "sqlite":
-        return str(request.getfixturevalue("sqlite_url"))
-    url = str(request.getfixturevalue("fresh_pg_url"))
-    if request.param == "postgres_partitioned":
-        from viewstore import EventStore  # noqa: PLC0415
+        template: Path = request.getfixturevalue("sqlite_template")
+        target = tmp_path / "store.db"
+        # The backup API copies a consistent database whatever its journal mode.
+        with (
+            contextlib.closing(sqlite3.connect(template)) as source,
+            contextlib.closing(sqlite3.connect(target)) as copy,
+        ):
+            source.backup(copy)
+        yield f"sqlite:///{target}"
+        return
+    templates: PgTemplates = request.getfixturevalue("pg_templates")
+    name, url = templates.clone(PARTITIONS if request.param == "postgres_partitioned" else None)
+    try:
+        yield url
+    finally:
+        _drop_database(templates.admin, name)
 
-        with EventStore(url) as store:
-            store.create_schema(partitions=PARTITIONS)
-    return url
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def empty_db_url(request: pytest.FixtureRequest) -> str:
+    """URL of an empty database of each backend, for a test of creating a store."""
+    name = "sqlite_url" if request.param == "sqlite" else "fresh_pg_url"
+    return str(request.getfixturevalue(name))
 
 
 #: A test module that sets this to True also runs each test against ``AsyncEventStore``
@@ -268,22 +353,7 @@ def pytest_configure(config: pytest.Config) -> None:
     _PG_SKIPS.clear()
     _SKIPS.clear()
     required_skips.register(config)
-    # Only the controller starts a throwaway server: xdist spawns its workers after this hook,
-    # and they inherit the URL through the environment.
-    if not hasattr(config, "workerinput") and not os.environ.get(POSTGRES_URL_ENV):
-        try:
-            server = ThrowawayPostgres.start()
-        except ThrowawayUnavailable as exc:
-            os.environ[THROWAWAY_FAILED_ENV] = str(exc)[:300]
-        else:
-            _THROWAWAY.append(server)
-            os.environ[POSTGRES_URL_ENV] = server.url
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    while _THROWAWAY:
-        os.environ.pop(POSTGRES_URL_ENV, None)
-        _THROWAWAY.pop().stop()
+    _THROWAWAY.clear()
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -294,8 +364,18 @@ def pytest_collectreport(report: pytest.CollectReport) -> None:
     _note_skip(report)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """xdist's controller: note the throwaway servers a worker ran (for the summary)."""
+    reported = getattr(node, "workeroutput", {}).get(_THROWAWAY_KEY, "")
+    _THROWAWAY.extend(line for line in reported.split("\n") if line)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput[_THROWAWAY_KEY] = "\n".join(_THROWAWAY)
     skips = _PG_SKIPS
     if _require_postgres() and skips and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -310,8 +390,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.write_line(f"{count:5d} skipped: {reason}")
     if _THROWAWAY:
         terminalreporter.write_line(
-            f"PostgreSQL tests ran on a throwaway server in {_THROWAWAY[0].folder} "
-            f"({_THROWAWAY[0].bin_dir}); set {POSTGRES_URL_ENV} to use another"
+            f"PostgreSQL tests ran on throwaway servers, one per test process, now removed: "
+            f"{'; '.join(sorted(_THROWAWAY))}. Set {POSTGRES_URL_ENV} to use another server"
         )
     skips = _PG_SKIPS
     if _require_postgres() and skips:

@@ -21,10 +21,10 @@ def _table(metadata: MetaData) -> Table:
     )
 
 
-def test_payload_round_trip(db_url: str) -> None:
+def test_payload_round_trip(empty_db_url: str) -> None:
     assert "\\u0000" in PAYLOAD_TEXT  # escaped in the text, never a raw NUL byte
     assert "\x00" not in PAYLOAD_TEXT
-    engine = create_engine(db_url)
+    engine = create_engine(empty_db_url)
     try:
         metadata = MetaData()
         events = _table(metadata)
@@ -39,9 +39,9 @@ def test_payload_round_trip(db_url: str) -> None:
         engine.dispose()
 
 
-def test_database_starts_empty(db_url: str) -> None:
+def test_database_starts_empty(empty_db_url: str) -> None:
     """Runs after test_payload_round_trip created a table: a fresh database has none."""
-    engine = create_engine(db_url)
+    engine = create_engine(empty_db_url)
     try:
         assert inspect(engine).get_table_names() == []
         metadata = MetaData()

@@ -1,10 +1,11 @@
-"""The README's test command on a machine with PostgreSQL's binaries and no URL: the session
-starts a throwaway server and the PostgreSQL tests run on it (tests/_throwaway_pg.py); and the
-summary says each kind of skip once, with its count."""
+"""The README's test command on a machine with PostgreSQL's binaries and no URL: each test
+process starts a throwaway server and its PostgreSQL tests run on it (tests/_throwaway_pg.py);
+and the summary says each kind of skip once, with its count."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,14 +34,15 @@ def test_postgres_tests_run_on_a_throwaway_server_without_a_url() -> None:
         pytest.skip("no PostgreSQL binaries (initdb, pg_ctl) on this machine")
     env = {k: v for k, v in os.environ.items() if k != "VIEWSTORE_TEST_POSTGRES_URL"}
     env["VIEWSTORE_REQUIRE_POSTGRES"] = "1"  # a skip would fail the run
-    # Two workers: they must share the controller's one server.
+    # Two workers: each runs its tests on a server of its own.
     run = _pytest("tests/test_backends.py", "-n", "2", "-q", env=env)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
-    assert "PostgreSQL tests ran on a throwaway server" in run.stdout
+    assert "PostgreSQL tests ran on throwaway servers" in run.stdout
     assert "skipped" not in run.stdout.strip().splitlines()[-1]
+    folders = set(re.findall(r"(/\S*viewstore-test-pg-\w+)", run.stdout))
+    assert len(folders) == 2, run.stdout[-2000:]
     # Stopped and removed with the session.
-    folder = run.stdout.split("throwaway server in ", 1)[1].split()[0]
-    assert not Path(folder).exists()
+    assert not any(Path(folder).exists() for folder in folders)
 
 
 def test_each_kind_of_skip_is_one_summary_line(tmp_path: Path) -> None:

@@ -196,11 +196,11 @@ def test_usage_errors_exit_2(sqlite_url: str) -> None:
     assert invoke(sqlite_url, "events", "a", "--limit", "-1").exit_code == 2
 
 
-def test_missing_schema_says_run_init(db_url: str) -> None:
-    result = invoke(db_url, "view", "anything")
+def test_missing_schema_says_run_init(empty_db_url: str) -> None:
+    result = invoke(empty_db_url, "view", "anything")
     assert result.exit_code == 2
     assert "run `viewstore init`" in one_line_error(result)
-    assert invoke(db_url, "stats").exit_code == 2
+    assert invoke(empty_db_url, "stats").exit_code == 2
 
 
 def test_bad_url_is_bad_input() -> None:

@@ -64,8 +64,8 @@ def viewstore_objects(store: EventStore) -> set[str]:
     return names
 
 
-def test_upgrade_from_empty_has_no_drift(db_url: str) -> None:
-    with EventStore(db_url) as store:
+def test_upgrade_from_empty_has_no_drift(empty_db_url: str) -> None:
+    with EventStore(empty_db_url) as store:
         assert inspect(store.engine).get_table_names() == []
         store.create_schema()
         assert set(inspect(store.engine).get_table_names()) >= TABLES

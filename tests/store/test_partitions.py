@@ -125,10 +125,9 @@ def test_the_fast_path_calls_the_function_on_plain_tables_and_not_on_partitions(
             assert store.verify("c").ok
 
 
-@ON_POSTGRES
 @pytest.mark.postgres
-def test_each_partition_of_the_log_refuses_what_the_log_refuses(db_url: str) -> None:
-    with EventStore(db_url) as store:
+def test_each_partition_of_the_log_refuses_what_the_log_refuses(fresh_pg_url: str) -> None:
+    with EventStore(fresh_pg_url) as store:
         store.create_schema(partitions=3)
         for i in range(12):
             store.append(f"c{i}", condensed_history())
@@ -168,10 +167,9 @@ def test_init_partitions_is_for_new_stores_only(db_url: str) -> None:
         assert store.version("c") == 1
 
 
-@ON_POSTGRES
 @pytest.mark.postgres
-def test_init_partitions_again_is_a_no_op_and_another_count_is_refused(db_url: str) -> None:
-    with EventStore(db_url) as store:
+def test_init_partitions_again_is_a_no_op_and_another_count_is_refused(fresh_pg_url: str) -> None:
+    with EventStore(fresh_pg_url) as store:
         store.create_schema(partitions=2)
         store.append("c", [message("m1")])
         store.create_schema(partitions=2)
@@ -194,12 +192,11 @@ def test_sqlite_has_no_partitions(sqlite_url: str) -> None:
         assert store.schema_revision() is None  # nothing was created
 
 
-@ON_POSTGRES
 @pytest.mark.postgres
-def test_the_init_command_partitions(db_url: str) -> None:
-    done = run("init", "--partitions", "2", "--json", url=db_url)
+def test_the_init_command_partitions(fresh_pg_url: str) -> None:
+    done = run("init", "--partitions", "2", "--json", url=fresh_pg_url)
     assert done.returncode == 0, done.stderr
-    with EventStore(db_url) as store, store.engine.connect() as conn:
+    with EventStore(fresh_pg_url) as store, store.engine.connect() as conn:
         found = conn.execute(
             text(
                 "SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
@@ -207,7 +204,7 @@ def test_the_init_command_partitions(db_url: str) -> None:
             )
         ).scalar_one()
         assert found == 2 * len(TABLES)
-    assert "new store" in error_line(run("init", "--partitions", "3", url=db_url))
+    assert "new store" in error_line(run("init", "--partitions", "3", url=fresh_pg_url))
 
 
 def test_the_init_command_says_sqlite_has_no_partitions(sqlite_url: str) -> None:
