@@ -293,6 +293,18 @@ def store_flavour(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
     return flavour
 
 
+@pytest.fixture
+def sweep_step(request: pytest.FixtureRequest, store_flavour: str) -> int:
+    """How far apart to take the cases of a sweep over every reference vector: each one on the
+    sync store over SQLite and plain PostgreSQL; every third through the asyncio store or on
+    the partitioned layout. Those run the sync store's statements, one through another driver
+    (viewstore/aio/store.py), one on other tables (docs/distribution.md): a third of the cases
+    reach their own code, and the whole sweep on them took minutes of the suite."""
+    callspec = getattr(request.node, "callspec", None)
+    layout = callspec.params.get("db_url") if callspec is not None else None
+    return 3 if store_flavour == "async" or layout == "postgres_partitioned" else 1
+
+
 #: A Citus coordinator's URL for tests/ops/test_citus.py. Without it those tests are deselected,
 #: not skipped: no Citus package exists for this machine, so CI has no cluster to run them on
 #: (docs/distribution.md says how they were run).

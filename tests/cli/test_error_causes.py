@@ -82,6 +82,6 @@ def test_a_schema_newer_than_the_code(db_url: str) -> None:
     assert "upgrade viewstore" in line
 
 
-def test_a_missing_schema_still_says_run_init(db_url: str) -> None:
-    line = failed_with_one_line(run_viewstore(db_url, "stats"))
+def test_a_missing_schema_still_says_run_init(empty_db_url: str) -> None:
+    line = failed_with_one_line(run_viewstore(empty_db_url, "stats"))
     assert "run `viewstore init`" in line

@@ -84,13 +84,10 @@ def _same_reads(store: EventStore, fork: str, source: str, seqs: list[int]) -> N
 
 
 def test_a_fork_continued_like_its_source_reads_like_it(
-    store: EventStore, vectors: list[Vector], store_flavour: str
+    store: EventStore, vectors: list[Vector], sweep_step: int
 ) -> None:
     rng = random.Random(SEED)
-    # The asyncio store runs the sync store's statements through a shell (tests/_async_store.py,
-    # viewstore/aio/): a third of the vectors drive every read through it, and the sync runs
-    # carry the whole sweep on each layout (one asyncio run of the whole sweep took 78 s).
-    for vector in vectors[:: 3 if store_flavour == "async" else 1]:
+    for vector in vectors[::sweep_step]:
         source = vector.name
         store.append(source, vector.lines)
         n = len(vector.lines)
