@@ -107,9 +107,9 @@ def test_append_with_retry_waits_out_a_held_lock(db_url: str) -> None:
         assert [e.event_id for e in store.events("c")] == ["m1", "m2"]
 
 
-def test_a_permanent_error_is_not_retried(db_url: str) -> None:
+def test_a_permanent_error_is_not_retried(empty_db_url: str) -> None:
     """A failure that says something about the request (here: no schema) is raised at once."""
-    with EventStore(db_url) as store:
+    with EventStore(empty_db_url) as store:
         retried: list[int] = []
         with pytest.raises(StorageError) as raised:
             append_with_retry(
