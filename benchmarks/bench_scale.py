@@ -126,11 +126,14 @@ def grow(growth: Growth, start: int, stop: int) -> float:
 
 def wal_position(store: EventStore) -> int | None:
     """PostgreSQL's write-ahead log position in bytes (None on SQLite): what an append wrote
-    to the log, full-page images included, is the difference of two."""
+    to the log, full-page images included, is the difference of two. The insert position, not
+    the write position: on a server with ``synchronous_commit=off`` the latter moves only when
+    the WAL writer next flushes, so an append could measure 0 bytes."""
     if store.engine.dialect.name != "postgresql":
         return None
     with store.engine.connect() as conn:
-        return int(conn.exec_driver_sql("SELECT pg_current_wal_lsn() - '0/0'").scalar_one())
+        position = conn.exec_driver_sql("SELECT pg_current_wal_insert_lsn() - '0/0'")
+        return int(position.scalar_one())
 
 
 def vacuum(store: EventStore) -> float:
