@@ -137,13 +137,6 @@ def _scratch_database(admin: Engine, server_url: str) -> Iterator[str]:
         _drop_database(admin, name)
 
 
-@pytest.fixture(scope="session")
-def pg_session_url(pg_admin_engine: Engine, pg_server_url: str) -> Iterator[str]:
-    """A fresh database for this test run, dropped at session end."""
-    with _scratch_database(pg_admin_engine, pg_server_url) as url:
-        yield url
-
-
 @pytest.fixture
 def fresh_pg_url(pg_admin_engine: Engine, pg_server_url: str) -> Iterator[str]:
     """A brand-new empty PostgreSQL database for one test, dropped afterwards."""

@@ -14,9 +14,13 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from tests._pg_clone import Grant, grants
+from tests.conftest import PARTITIONS
 from viewstore import EventStore
 from viewstore.store.database.migrate import VERSION_TABLE
 from viewstore.store.database.roles import role_names
+
+#: Its copies of the partitioned layout are checked too (tests/conftest.py).
+PARTITIONED_TOO = True
 
 
 def _by_kind(url: str) -> set[Grant]:
@@ -39,35 +43,30 @@ def _by_kind(url: str) -> set[Grant]:
 
 
 @pytest.mark.postgres
-@pytest.mark.parametrize("partitions", [None, 4])
+@pytest.mark.parametrize("db_url", ["postgres", "postgres_partitioned"], indirect=True)
 def test_a_cloned_store_grants_its_roles_what_a_migrated_one_does(
-    request: pytest.FixtureRequest, fresh_pg_url: str, partitions: int | None
+    request: pytest.FixtureRequest, db_url: str, fresh_pg_url: str
 ) -> None:
+    partitions = PARTITIONS if "partitioned" in request.node.callspec.params["db_url"] else None
     with EventStore(fresh_pg_url) as store:
         store.create_schema(partitions=partitions)
-    templates = request.getfixturevalue("pg_templates")
-    name, url = templates.clone(partitions)
+    migrated, cloned = _by_kind(fresh_pg_url), _by_kind(db_url)
+    assert migrated, "a migrated store grants its roles something"
+    assert {g[4] for g in migrated} == {"reader", "writer"}
+    assert any(g[0] == "DATABASE <db>" for g in migrated)
+    assert cloned == migrated
+    template = request.getfixturevalue("pg_templates").templates[partitions]
+    engine = create_engine(db_url)
     try:
-        migrated, cloned = _by_kind(fresh_pg_url), _by_kind(url)
-        assert migrated, "a migrated store grants its roles something"
-        assert {g[4] for g in migrated} == {"reader", "writer"}
-        assert any(g[0] == "DATABASE <db>" for g in migrated)
-        assert cloned == migrated
-        template = templates.templates[partitions]
-        engine = create_engine(url)
-        try:
-            with engine.connect() as conn:
-                assert grants(conn, list(role_names(template).values()), database=name) == set()
-                revision = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}"))
-                assert revision.scalar_one()
-        finally:
-            engine.dispose()
-        with EventStore(url) as store:  # at head already: nothing to do
-            store.create_schema()
+        with engine.connect() as conn:
+            database = str(make_url(db_url).database)
+            assert grants(conn, list(role_names(template).values()), database=database) == set()
+            revision = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}"))
+            assert revision.scalar_one()
     finally:
-        from tests.conftest import _drop_database  # noqa: PLC0415
-
-        _drop_database(templates.admin, name)
+        engine.dispose()
+    with EventStore(db_url) as store:  # at head already: nothing to do
+        store.create_schema()
 
 
 def _schema(path: Path) -> list[tuple[str, str, str]]:
