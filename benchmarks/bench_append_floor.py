@@ -55,8 +55,9 @@ from benchmarks.wal_pages import pages_per_call
 from viewstore import EventStore
 from viewstore.projector import ProjectionState
 from viewstore.store.append import fast_path
+from viewstore.store.append.batch import parse_batch
+from viewstore.store.append.tails import Tail
 from viewstore.store.database.engine import WRITE
-from viewstore.store.inputs import parse_batch
 
 TARGET = 0.85
 #: The writers whose pages are counted (the fourth, the work alone, writes none).
@@ -108,7 +109,7 @@ class Redesign:
         self.num = num
         self.max_bytes = max_bytes
         self.guard = _GUARD.format(catalogue)
-        self.tail = fast_path.Tail(ProjectionState(), "0" * 64)
+        self.tail = Tail(ProjectionState(), "0" * 64)
         self.span: tuple[int, int] | None = None  # the open span: first and last seq
         now = _micros(datetime.now(UTC))
         driver.execute(

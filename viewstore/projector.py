@@ -15,10 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from viewstore.events import Event, Role, summary_event
+from viewstore.kinds import Role
 from viewstore.order_key import key_between, seq_key
 from viewstore.view import IndexTracker, TrackerState, forget, summary_position
+
+if TYPE_CHECKING:
+    from viewstore.events import Event
 
 
 @dataclass(frozen=True)
@@ -185,6 +189,8 @@ class _Batch:
         self.view = kept
         position = summary_position(condensation, len(kept))
         if position is not None:
+            from viewstore.events import summary_event  # noqa: PLC0415 - start-up time (docs/operations.md)
+
             summary = summary_event(condensation)
             key = self.key_at(kept, position, seq)
             self.add_entry(entry_for(summary, seq, key, is_summary=True), position)

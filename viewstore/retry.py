@@ -18,7 +18,8 @@ from viewstore.errors import (
     TransientStorageError,
 )
 from viewstore.pause import pause
-from viewstore.store.inputs import EventInput, check_integer, new_conversation_key
+from viewstore.store.append.batch import EventInput
+from viewstore.store.inputs import check_integer, new_conversation_key
 from viewstore.store.records import AppendResult, StoredView
 
 if TYPE_CHECKING:

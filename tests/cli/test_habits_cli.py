@@ -18,6 +18,7 @@ from sqlalchemy import create_engine, text
 
 import viewstore
 from viewstore.cli.app import CREATING_COMMANDS, DEFAULT_URL, LAZY_COMMANDS, SHORT_HELP, cli
+from viewstore.demo import run_demo
 from viewstore.store.database import engine
 
 from ._helpers import OPENHANDS_HEX
@@ -47,6 +48,55 @@ def test_help_lists_every_command_without_importing_them() -> None:
     assert done.stdout.splitlines()[-1] == "LOADED [] 0"
     for name, (_module, short) in LAZY_COMMANDS.items():
         assert f"  {name} " in done.stdout and short in done.stdout
+
+
+#: What appending needs and reading does not: the events model (pydantic), the projector and
+#: the view engine, the row writers, Alembic (viewstore.store.event_store says why).
+_APPEND_MACHINERY = (
+    "pydantic",
+    "alembic",
+    "viewstore.events",
+    "viewstore.projector",
+    "viewstore.view",
+    "viewstore.store.append.rows",
+    "viewstore.store.append.fast_path",
+    "viewstore.store.append.batch",
+)
+
+
+def test_read_commands_import_none_of_the_append_machinery(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'reads.db'}"
+    store = viewstore.EventStore(url)
+    try:
+        run_demo(store, "demo")
+    finally:
+        store.close()
+    reads = [
+        ["list"],
+        ["stats"],
+        ["view", "demo"],
+        ["view", "demo", "--as-of", "3", "--json"],
+        ["indices", "demo"],
+        ["events", "demo"],
+        ["checkpoint"],
+        ["feed"],
+    ]
+    code = (
+        "import json, sys\nfrom viewstore.cli import main\n"
+        f"heavy = {_APPEND_MACHINERY!r}\nloaded = {{}}\n"
+        f"for args in {reads!r}:\n"
+        f"    sys.argv = ['viewstore', '--url', {url!r}, *args]\n"
+        "    try:\n        main()\n"
+        "    except SystemExit as e:\n        assert not e.code, (args, e.code)\n"
+        "    loaded[' '.join(args)] = [m for m in heavy if m in sys.modules]\n"
+        "print('LOADED', json.dumps(loaded))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout.splitlines()[-1].removeprefix("LOADED "))
+    assert loaded == {" ".join(args): [] for args in reads}
 
 
 def test_the_lazy_command_table_matches_the_commands() -> None:

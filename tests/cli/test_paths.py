@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from viewstore import EventStore
-from viewstore.store.inputs import parse_batch
+from viewstore.store.append.batch import parse_batch
 
 from ._helpers import OPENHANDS_HEX, event_files, invoke, one_line_error
 

@@ -18,9 +18,10 @@ import pytest
 from sqlalchemy import text
 
 from viewstore import ConcurrencyError, DuplicateEventError, EventStore
+from viewstore.projector import ProjectionState
 from viewstore.store import event_store
-from viewstore.store.append import fast_path, server_append
-from viewstore.store.inputs import parse_batch
+from viewstore.store.append import fast_path, server_append, tails
+from viewstore.store.append.batch import parse_batch
 
 from ._helpers import A, C, M, O, Payload, R, S, U, X, dump, history
 
@@ -231,7 +232,7 @@ def test_the_guard_checks_the_hash_chain_too(store: EventStore, spy: Spy) -> Non
     store.append(CID, [S(), U("u")])
     tail = store._tails.get(CID)
     assert tail is not None
-    store._tails.put(CID, fast_path.Tail(tail.state, "f" * 64))
+    store._tails.put(CID, tails.Tail(tail.state, "f" * 64))
     assert store.append(CID, [M("m")]).version == 3
     assert (spy.tried, spy.committed) == (1, 0)
     assert store.verify(CID).ok
@@ -257,15 +258,15 @@ def test_rebuild_forgets_the_tails(store: EventStore, spy: Spy) -> None:
 
 
 def test_the_tail_cache_is_bounded() -> None:
-    tails = fast_path.Tails(limit=3)
-    tail = fast_path.Tail(fast_path.ProjectionState(), "0" * 64)
+    cache = tails.Tails(limit=3)
+    tail = tails.Tail(ProjectionState(), "0" * 64)
     for key in "abcd":
-        tails.put(key, tail)
-    assert tails.get("a") is None
-    assert all(tails.get(key) is tail for key in "bcd")
-    tails.put("b", tail)  # now the most recent
-    tails.put("e", tail)
-    assert tails.get("c") is None and tails.get("b") is tail
+        cache.put(key, tail)
+    assert cache.get("a") is None
+    assert all(cache.get(key) is tail for key in "bcd")
+    cache.put("b", tail)  # now the most recent
+    cache.put("e", tail)
+    assert cache.get("c") is None and cache.get("b") is tail
 
 
 @pytest.mark.postgres

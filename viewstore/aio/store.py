@@ -35,9 +35,10 @@ from sqlalchemy.util.concurrency import greenlet_spawn
 
 from viewstore.aio.calls import Calls
 from viewstore.aio.engine import create_async_engine
+from viewstore.store.append.batch import EventInput
 from viewstore.store.database.engine import default_url
 from viewstore.store.event_store import EventStore
-from viewstore.store.inputs import DEFAULT_MAX_EVENT_BYTES, EventInput
+from viewstore.store.inputs import DEFAULT_MAX_EVENT_BYTES
 from viewstore.store.read.feed import FeedEntry
 from viewstore.store.read.follow_async import follow_async
 from viewstore.store.read.follow_state import DEFAULT_LIMIT, DEFAULT_POLL, FollowState

@@ -13,7 +13,6 @@ from rich.cells import cell_len, set_cell_size
 from rich.console import Console
 from rich.table import Table
 
-from viewstore.events import Event
 from viewstore.store import ConversationInfo, StoredEvent, StoredView
 
 PREVIEW_CHARS = 60
@@ -141,24 +140,25 @@ def view_table(console: Console, view: StoredView, *, title: str) -> Table:
     table.add_column("kind", no_wrap=True)
     table.add_column("id", no_wrap=True, style="dim")
     table.add_column("preview", overflow="ellipsis", no_wrap=True)
-    events: Sequence[Event] = view.events
+    # From the ids and payload texts: no Event is built (nor the events model imported).
+    payloads = [json.loads(text) for text in view.payloads]
     rows = [
         [
             _marker(console, position) if position in indices else "",
             str(position),
-            event.kind,
-            event.id,
-            preview(event.payload),
+            str(payload.get("kind", "")),
+            event_id,
+            preview(payload),
         ]
-        for position, event in enumerate(events)
+        for position, (event_id, payload) in enumerate(zip(view.event_ids, payloads, strict=True))
     ]
-    end = len(events)
+    end = len(payloads)
     rows.append([_marker(console, end) if end in indices else "", "", "(end of view)", "", ""])
     for row in rows:
         table.add_row(*row)
     _fit_last_column(console, table)
     table.caption = (
-        f"version {view.version} · {len(events)} events in view · manipulation indices "
+        f"version {view.version} · {end} events in view · manipulation indices "
         f"{view.manipulation_indices} · unhandled condensation request: "
         f"{'yes' if view.unhandled_condensation_request else 'no'}"
     )

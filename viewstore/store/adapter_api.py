@@ -12,7 +12,7 @@ from viewstore.store.adapters import base_state, locks
 from viewstore.store.adapters.base_state import BaseState
 from viewstore.store.database.translate import translated
 from viewstore.store.inputs import conversation_key
-from viewstore.store.read import reads, resume_check
+from viewstore.store.read import reads
 from viewstore.store.store_core import ConversationId, StoreCore
 
 
@@ -57,6 +57,8 @@ class AdapterMethods(StoreCore):
     def live_equals_resume(self, conversation_id: ConversationId) -> bool:
         """Whether the live view equals the resume view (``resume_view()``), decided from
         narrow columns without reading a payload (see ``viewstore.store.read.resume_check``)."""
+        from viewstore.store.read import resume_check  # noqa: PLC0415 - start-up time (event_store)
+
         key = conversation_key(conversation_id)
         with self._read() as conn:
             reads.conversation_row(conn, key)

@@ -4,21 +4,27 @@ semantics), ``verify``, ``checkpoint`` and ``rebuild``."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from viewstore.events import STATE_UPDATE_KIND, Event, parse_event
-from viewstore.store.audit import anchors, audit
+from viewstore.kinds import STATE_UPDATE_KIND
 from viewstore.store.inputs import check_integer, conversation_key
-from viewstore.store.read import reads, resume_check
+from viewstore.store.read import reads
 from viewstore.store.read.stored_events import StoredEvents
 from viewstore.store.records import StoredView, VerifyReport
 from viewstore.store.store_core import ConversationId, StoreCore
-from viewstore.view import View
-from viewstore.view.incremental import IndexTracker
+
+if TYPE_CHECKING:
+    from viewstore.events import Event
+    from viewstore.view import View
+
+# Start-up time: the replay engine, verify, checkpoint and rebuild (and the events model) are
+# imported when called, as the append machinery is (see event_store).
 
 
 class AuditMethods(StoreCore):
     def _log(self, key: str, as_of: int | None = None) -> tuple[int, list[Event]]:
+        from viewstore.events import parse_event  # noqa: PLC0415 - start-up time (event_store)
+
         if as_of is not None:
             check_integer("as_of", as_of)
         with self._read() as conn:
@@ -42,6 +48,9 @@ class AuditMethods(StoreCore):
         which is what the OpenHands SDK's cold load computes for a log that is one branch
         (its active branch leaves them out: docs/semantics.md §9).
         """
+        from viewstore.store.read import resume_check  # noqa: PLC0415 - start-up time (event_store)
+        from viewstore.view import IndexTracker, View  # noqa: PLC0415 - start-up time (event_store)
+
         key = conversation_key(conversation_id)
         with self._read() as conn:
             live = reads.read_view(conn, key, None)
@@ -62,6 +71,8 @@ class AuditMethods(StoreCore):
 
     def replay(self, conversation_id: ConversationId, *, as_of: int | None = None) -> StoredView:
         """The live view recomputed from the log by the pure engine (no view rows read)."""
+        from viewstore.view import View  # noqa: PLC0415 - start-up time (event_store)
+
         key = conversation_key(conversation_id)
         version, log = self._log(key, as_of)
         view = View()
@@ -80,6 +91,8 @@ class AuditMethods(StoreCore):
         saw must still be there, unchanged up to its head, under the same conversation id;
         ``CheckpointError`` if it is not a checkpoint or its digest does not match.
         """
+        from viewstore.store.audit import anchors, audit  # noqa: PLC0415 - start-up time (event_store)
+
         keys = None if conversation_id is None else [conversation_key(conversation_id)]
         anchor = None if against is None else anchors.parse(against)
         with self._read() as conn:
@@ -89,11 +102,15 @@ class AuditMethods(StoreCore):
         """The chain head (seq, hash, recorded time) of every conversation, one digest over
         them all and the time, as a JSON-serialisable dict: keep it outside the database and
         pass it to ``verify(against=...)`` later (see docs/threat-model.md)."""
+        from viewstore.store.audit import anchors  # noqa: PLC0415 - start-up time (event_store)
+
         with self._read() as conn:
             return anchors.take(conn)
 
     def rebuild(self, conversation_id: ConversationId | None = None) -> int:
         """Rewrite the view and index rows of one or every conversation from the log."""
+        from viewstore.store.audit import audit  # noqa: PLC0415 - start-up time (event_store)
+
         keys = None if conversation_id is None else [conversation_key(conversation_id)]
         self._tails.clear()  # a rebuild rewrites the carried state from the log
         with self._write() as conn:

@@ -19,11 +19,9 @@ from viewstore.errors import (
     InvalidArgumentError,
     UnsupportedDatabaseError,
 )
-from viewstore.events import Event, Role, parse_event
-from viewstore.projector import Projection, ProjectionState, needs_view, project
 from viewstore.store.adapter_api import AdapterMethods
 from viewstore.store.adapters.source_info import SourceInfoMethods
-from viewstore.store.append import fast_path, rows, server_append
+from viewstore.store.append.tails import Tail
 from viewstore.store.audit_api import AuditMethods
 from viewstore.store.browsing_api import Browsing
 from viewstore.store.database import migrate, slow
@@ -31,13 +29,7 @@ from viewstore.store.database.engine import (
     check_engine,
 )
 from viewstore.store.database.translate import translated
-from viewstore.store.inputs import (
-    EventInput,
-    check_integer,
-    conversation_key,
-    new_conversation_key,
-    parse_batch,
-)
+from viewstore.store.inputs import check_integer, conversation_key, new_conversation_key
 from viewstore.store.lifecycle import erasure
 from viewstore.store.lifecycle_api import LifecycleMethods
 from viewstore.store.read import lineage, reads
@@ -55,6 +47,15 @@ from viewstore.store.store_core import ConversationId
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
+
+    from viewstore.events import Event
+    from viewstore.projector import Projection, ProjectionState
+    from viewstore.store.append import fast_path
+    from viewstore.store.append.batch import EventInput
+
+# Start-up time: the append machinery (the events model and pydantic, the projector, the row
+# writers) is imported by the methods that append, so that a store opened to read (every
+# read command of the CLI, the viewer) does not import it.
 
 alembic_config = migrate.alembic_config  # where the tests and tools have always found it
 
@@ -106,6 +107,9 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods, Sourc
         the caller commits. The append runs in a savepoint, so when it raises, nothing of it
         is written and the caller's transaction goes on. See ``begin()``.
         """
+        from viewstore.store.append import rows  # noqa: PLC0415 - start-up time
+        from viewstore.store.append.batch import parse_batch  # noqa: PLC0415 - start-up time
+
         key = new_conversation_key(conversation_id)
         batch = parse_batch(events, self.max_event_bytes)
         if expected_version is not None:
@@ -149,6 +153,9 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods, Sourc
         self, key: str, batch: list[Event], expected: int | None
     ) -> AppendResult | None:
         """The fast path (see ``fast_path``), or None when this append cannot take it."""
+        from viewstore.projector import needs_view  # noqa: PLC0415 - start-up time
+        from viewstore.store.append import fast_path  # noqa: PLC0415 - start-up time
+
         tail = self._tails.get(key)
         if (
             tail is None
@@ -182,6 +189,8 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods, Sourc
 
     def _write_plan(self, plan: fast_path.Plan) -> bool:
         """Commit the plan; False when it was stale or hit a stored id (nothing written)."""
+        from viewstore.store.append import fast_path, server_append  # noqa: PLC0415 - start-up time
+
         started = time.perf_counter()
         with translated():
             if self.engine.dialect.name == "postgresql":
@@ -203,9 +212,12 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods, Sourc
         expected: int | None,
         *,
         in_order: bool = False,
-    ) -> tuple[AppendResult, fast_path.Tail | None]:
+    ) -> tuple[AppendResult, Tail | None]:
         """The ordinary path in ``conn``'s transaction; with ``in_order``, it raises
         ``rows.Overtaken`` where its events would reach the feed before earlier ones."""
+        from viewstore.events import Role, parse_event  # noqa: PLC0415 - start-up time
+        from viewstore.store.append import rows  # noqa: PLC0415 - start-up time
+
         now = datetime.now(UTC)
         row, maybe_stored = rows.lock_for_append(conn, key, [e.id for e in batch])
         if row is None and not batch:
@@ -220,7 +232,7 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods, Sourc
         tail = None
         if row is not None:
             now = rows.not_before(now, row.updated_at)
-            tail = fast_path.Tail(
+            tail = Tail(
                 rows.state_from_row(row),
                 row.last_hash,
                 row.updated_at,
@@ -270,7 +282,7 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods, Sourc
             first_seq=version + 1,
             rows_written=projection.rows_written,
         )
-        return result, fast_path.Tail(projection.state, last_hash, now, prefix=tail.prefix)
+        return result, Tail(projection.state, last_hash, now, prefix=tail.prefix)
 
     def _as_retry(
         self,
@@ -283,6 +295,9 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods, Sourc
         version: int,
     ) -> AppendResult | None:
         """An exact resend of events already stored right after ``expected``: a no-op."""
+        from viewstore.events import parse_event  # noqa: PLC0415 - start-up time
+        from viewstore.store.append import rows  # noqa: PLC0415 - start-up time
+
         if not batch or expected + len(batch) > version:
             return None
         stored = rows.payloads_at(conn, row, expected + 1, expected + len(batch))
@@ -300,6 +315,9 @@ class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods, Sourc
         state: ProjectionState,
         numbered: list[tuple[int, Event]],
     ) -> Projection:
+        from viewstore.projector import needs_view, project  # noqa: PLC0415 - start-up time
+        from viewstore.store.append import rows  # noqa: PLC0415 - start-up time
+
         if needs_view(e for _, e in numbered):
             return project(
                 state,

@@ -11,7 +11,7 @@ from typing import overload
 from viewstore.errors import InvalidArgumentError
 from viewstore.store.database import citus
 from viewstore.store.inputs import check_integer, conversation_key, new_conversation_key
-from viewstore.store.lifecycle import erasure, forking, redaction
+from viewstore.store.lifecycle import erasure
 from viewstore.store.read import reads
 from viewstore.store.records import ForkOrigin, Redaction, Tombstone
 from viewstore.store.store_core import ConversationId, StoreCore
@@ -40,6 +40,8 @@ class LifecycleMethods(StoreCore):
         On a store distributed over Citus, a fork given no ``new_id`` gets one that the
         cluster places on its source's shard, so a family stays on one node
         (docs/distribution.md)."""
+        from viewstore.store.lifecycle import forking  # noqa: PLC0415 - start-up time (event_store)
+
         key = conversation_key(source)
         check_integer("at_seq", at_seq, minimum=1)
         with self._write() as conn:
@@ -73,6 +75,8 @@ class LifecycleMethods(StoreCore):
 
         ``event_id`` may be in a fork's shared prefix: the event is then redacted in its
         source, and so in every fork that shares it."""
+        from viewstore.store.lifecycle import redaction  # noqa: PLC0415 - start-up time (event_store)
+
         key = conversation_key(conversation_id)
         _check_reason(reason)
         if not isinstance(event_id, str) or not event_id:
@@ -96,6 +100,8 @@ class LifecycleMethods(StoreCore):
     def redactions(self, conversation_id: ConversationId) -> list[Redaction]:
         """The redaction records of the conversation's events (its shared prefix included),
         in seq order."""
+        from viewstore.store.lifecycle import redaction  # noqa: PLC0415 - start-up time (event_store)
+
         key = conversation_key(conversation_id)
         with self._read() as conn:
             row = reads.conversation_row(conn, key)

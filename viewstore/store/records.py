@@ -6,10 +6,12 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from viewstore.events import Event
 from viewstore.store.read.stored_events import StoredEvents
+
+if TYPE_CHECKING:
+    from viewstore.events import Event
 
 
 @dataclass(frozen=True)

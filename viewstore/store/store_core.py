@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Engine
 
 from viewstore.chain import resolve_key
 from viewstore.errors import InvalidArgumentError, UnsupportedDatabaseError
-from viewstore.store.append.fast_path import Tails
+from viewstore.store.append.tails import Tails
 from viewstore.store.database import migrate, slow
 from viewstore.store.database.engine import (
     ASYNC_SUPPORTED,

@@ -7,8 +7,12 @@ file order; state updates hang off the chain as leaves, so they are absent from 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from viewstore.events import CONVERSATION_ERROR_KIND, ROOT_ID, STATE_UPDATE_KIND, Event
+from viewstore.kinds import CONVERSATION_ERROR_KIND, ROOT_ID, STATE_UPDATE_KIND
+
+if TYPE_CHECKING:
+    from viewstore.events import Event
 
 
 def default_head(events: Sequence[Event]) -> Event | None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from viewstore.events import Event
 from viewstore.view.item import ViewItem
+
+if TYPE_CHECKING:
+    from viewstore.events import Event
 
 T = TypeVar("T", bound=ViewItem)
 

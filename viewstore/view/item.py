@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from viewstore.events import Role
+from viewstore.kinds import Role
 
 
 class ViewItem(Protocol):

@@ -9,14 +9,18 @@ every append, so reading them costs nothing; only a condensation rescans the vie
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, TypeAlias
 
-from viewstore.events import Event, Role, parse_event, summary_event
+from viewstore.kinds import Role
 from viewstore.view.condense import condense
 from viewstore.view.enforcement import EnforcementRound, enforce_properties
 from viewstore.view.incremental import IndexTracker, TrackerState
 from viewstore.view.indices import ManipulationIndices
 
-EventLike = Event | dict[str, object] | str | bytes
+if TYPE_CHECKING:
+    from viewstore.events import Event
+
+    EventLike: TypeAlias = Event | dict[str, object] | str | bytes
 
 
 class View:
@@ -56,6 +60,9 @@ class View:
     # -- the live path -------------------------------------------------------------------
 
     def append_event(self, event: EventLike) -> None:
+        # The events model (pydantic) is imported on first use: see viewstore.kinds.
+        from viewstore.events import parse_event, summary_event  # noqa: PLC0415 - start-up time (docs/operations.md)
+
         event = parse_event(event)
         if event.role is Role.CONDENSATION:
             self._events = condense(self._events, event, summary_event(event))
@@ -79,6 +86,8 @@ class View:
     @classmethod
     def from_events(cls, events: Iterable[EventLike]) -> View:
         """Fold ``append_event`` over ``events``, then enforce every property to a fixpoint."""
+        from viewstore.events import parse_event  # noqa: PLC0415 - start-up time (docs/operations.md)
+
         stream = [parse_event(event) for event in events]
         view = cls()
         for event in stream:

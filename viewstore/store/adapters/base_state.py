@@ -14,7 +14,7 @@ from sqlalchemy import Connection, Engine, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from viewstore.errors import ConcurrencyError, DamagedBaseStateError, InvalidArgumentError
-from viewstore.store.append import rows
+from viewstore.store.append.locking import lock_conversation
 from viewstore.store.database.schema import base_states, conversations
 from viewstore.store.database.translate import driver_errors
 from viewstore.store.records import ConversationReport
@@ -73,7 +73,7 @@ def save(
     that fell behind (another process appended meanwhile) is refused with ``ConcurrencyError``
     instead of overwriting a newer HEAD. Returns the new revision.
     """
-    row = rows.lock_conversation(conn, conversation_id)
+    row = lock_conversation(conn, conversation_id)
     version = 0 if row is None else int(row.version)
     if at_version != version:
         raise ConcurrencyError(conversation_id, at_version, version)

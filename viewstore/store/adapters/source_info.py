@@ -24,7 +24,7 @@ from viewstore.errors import (
     ConversationOwnedError,
     InvalidArgumentError,
 )
-from viewstore.store.append.rows import lock_conversation
+from viewstore.store.append.locking import lock_conversation
 from viewstore.store.database.schema import conversation_sources
 from viewstore.store.inputs import conversation_key, new_conversation_key
 from viewstore.store.lifecycle.erasure import refuse_if_erased

@@ -19,20 +19,19 @@ inside one ``BEGIN IMMEDIATE`` transaction.
 from __future__ import annotations
 
 import sqlite3
-from collections import OrderedDict
 from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache, lru_cache
-from threading import Lock
 from typing import Any
 
 from sqlalchemy import Dialect, Engine, Table
 
 from viewstore.events import Event
-from viewstore.projector import Projection, ProjectionState, project
+from viewstore.projector import Projection, project
 from viewstore.store.append import rows, server_append
+from viewstore.store.append.tails import Tail
 from viewstore.store.database.schema import (
     conversations,
     events,
@@ -40,57 +39,10 @@ from viewstore.store.database.schema import (
     view_entries,
 )
 from viewstore.store.database.translate import driver_errors, unique_violation
-from viewstore.store.read.lineage import Segment
 
-#: How many conversations' tails one store remembers (a worker usually appends to a few).
-TAIL_LIMIT = 4096
 #: Longer batches take the ordinary path: the statement grows with the batch (one CTE per
 #: closed index on PostgreSQL), and a long batch amortizes the extra read anyway.
 BATCH_LIMIT = 100
-
-
-@dataclass(frozen=True)
-class Tail:
-    """What the next append to a conversation needs from the last one."""
-
-    state: ProjectionState
-    last_hash: str
-    recorded_at: datetime | None = None  # of the last append (see rows.not_before)
-    # A fork's shared prefix (its sources' parts of its lineage). This path tells a stored id
-    # by the log's unique key, which does not cover them: the store first asks them, which
-    # can be done outside the write, as a prefix never changes.
-    prefix: tuple[Segment, ...] = ()
-
-
-class Tails:
-    """The tails of the conversations this store committed to last, least recent dropped first.
-
-    A tail is only a hint: the compare-and-set in every fast write checks it against the row.
-    """
-
-    def __init__(self, limit: int = TAIL_LIMIT) -> None:
-        self._limit = limit
-        self._tails: OrderedDict[str, Tail] = OrderedDict()
-        self._lock = Lock()
-
-    def get(self, key: str) -> Tail | None:
-        with self._lock:
-            return self._tails.get(key)
-
-    def put(self, key: str, tail: Tail) -> None:
-        with self._lock:
-            self._tails[key] = tail
-            self._tails.move_to_end(key)
-            while len(self._tails) > self._limit:
-                self._tails.popitem(last=False)
-
-    def drop(self, key: str) -> None:
-        with self._lock:
-            self._tails.pop(key, None)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._tails.clear()
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import (
     Connection,
@@ -23,8 +23,9 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from viewstore.chain import event_hash
-from viewstore.events import Event, Role
+from viewstore.kinds import Role
 from viewstore.projector import Projection, ProjectionState, ViewEntry
+from viewstore.store.append.locking import lock_conversation
 from viewstore.store.database.forgotten import not_in_view
 from viewstore.store.database.schema import (
     condensations,
@@ -35,6 +36,9 @@ from viewstore.store.database.schema import (
 )
 from viewstore.store.read import lineage, logged_ids, reads
 from viewstore.view import TrackerState
+
+if TYPE_CHECKING:
+    from viewstore.events import Event
 
 K = TypeVar("K", str, int)
 CHUNK = 500  # ids per IN (...) list: far below every backend's bound-parameter limit
@@ -96,19 +100,6 @@ def chunks(items: Sequence[K], size: int = CHUNK) -> Iterable[Sequence[K]]:
 
 
 # -- the conversation row -----------------------------------------------------------------
-
-
-def lock_conversation(conn: Connection, conversation_id: str) -> Row[Any] | None:
-    """Read the conversation row, locking it on PostgreSQL until the transaction ends.
-
-    On SQLite the write transaction was opened with BEGIN IMMEDIATE, which already holds the
-    database's single write lock; on PostgreSQL the row lock is the only lock an append takes,
-    so writers to different conversations never wait for each other.
-    """
-    query = select(conversations).where(conversations.c.id == conversation_id)
-    if conn.dialect.name == "postgresql":
-        query = query.with_for_update()
-    return conn.execute(query).first()
 
 
 def lock_for_append(

@@ -16,8 +16,6 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from viewstore.store.append import rows
-
 FUNCTION = "viewstore_append_rows"
 #: The conversation row's new state, in the function's argument order: (column, SQL type).
 _STATE = (
@@ -66,6 +64,8 @@ def available(engine: Engine) -> bool:
 
 def call(plan: Any) -> tuple[str, list[Any]]:
     """The call of the function for a fast-path plan, and its parameters."""
+    from viewstore.store.append import rows  # noqa: PLC0415 - start-up time (event_store)
+
     state = rows.state_values(plan.tail.state, plan.tail.last_hash)
     state["updated_at"] = plan.now
     document = {

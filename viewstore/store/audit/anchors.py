@@ -24,9 +24,9 @@ from typing import Any
 from sqlalchemy import Connection, Row, and_, func, select
 
 from viewstore.errors import CheckpointError
-from viewstore.store.audit.derived import aware
 from viewstore.store.database.schema import events
 from viewstore.store.lifecycle import erasure
+from viewstore.store.read.reads import aware
 from viewstore.store.records import ConversationReport
 
 FORMAT = "viewstore-checkpoint/1"

@@ -22,6 +22,7 @@ from viewstore.events import Event, parse_event
 from viewstore.projector import Projection, ViewEntry, project_from_scratch
 from viewstore.store.adapters import base_state
 from viewstore.store.append import rows
+from viewstore.store.append.locking import lock_conversation
 from viewstore.store.audit import anchors, derived, fork_links
 from viewstore.store.audit.anchors import Checkpoint
 from viewstore.store.database.schema import manipulation_indices, view_entries
@@ -283,7 +284,7 @@ def rebuild(conn: Connection, keys: Sequence[str] | None) -> int:
         # we waited is then in what we read, and one that comes later waits for our commit.
         # Read unlocked, the version and rows written back would be a snapshot's, older than
         # an append committed in between (its event kept, the version rolled back under it).
-        conv = rows.lock_conversation(conn, key)
+        conv = lock_conversation(conn, key)
         if conv is None:
             raise ConversationNotFoundError(key)
         stored = reads.read_events(conn, key)

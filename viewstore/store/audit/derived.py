@@ -11,7 +11,7 @@ difference: the seq, the table and column, what was found and what the log says.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Row, select
@@ -22,6 +22,7 @@ from viewstore.store.append import rows
 from viewstore.store.database.forgotten import not_in_view
 from viewstore.store.database.schema import condensation_forgotten, condensations, events
 from viewstore.store.read import lineage
+from viewstore.store.read.reads import aware
 
 #: Differences listed per check; the rest are counted, so one forged column over a million
 #: rows does not print a million lines.
@@ -53,11 +54,6 @@ def capped(found: list[str], what: str) -> list[str]:
 def show(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-def aware(value: datetime) -> datetime:
-    """SQLite keeps no offset: its timestamps were written in UTC, so say so."""
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def event_columns(stored: Sequence[Row[Any]], log: Log) -> list[str]:

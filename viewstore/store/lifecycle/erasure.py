@@ -17,7 +17,7 @@ from viewstore.errors import (
     ConversationHasForksError,
     ConversationNotFoundError,
 )
-from viewstore.store.append.rows import lock_conversation
+from viewstore.store.append.locking import lock_conversation
 from viewstore.store.database import forgotten
 from viewstore.store.database.schema import (
     base_states,

@@ -27,6 +27,7 @@ from viewstore.errors import (
 )
 from viewstore.projector import Projection, ProjectionState
 from viewstore.store.append import rows
+from viewstore.store.append.locking import lock_conversation
 from viewstore.store.database.schema import (
     conversations,
     events,
@@ -71,7 +72,7 @@ def fork(conn: Connection, source: str, at_seq: int, new_id: str, now: datetime)
         named = _row(conn, owner_id)
         if named is None:  # a source with forks is never erased: this is damage
             raise ConversationNotFoundError(owner_id)
-    row = rows.lock_conversation(conn, owner_id)
+    row = lock_conversation(conn, owner_id)
     if row is None:  # erased since it was read: the owner had no forks then
         erasure.refuse_if_erased(conn, source)
         raise ConversationNotFoundError(source)

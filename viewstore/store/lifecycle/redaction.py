@@ -42,6 +42,7 @@ from viewstore.errors import (
 )
 from viewstore.events import Event, Role, canonical_json, parse_event, summary_event
 from viewstore.store.append import rows
+from viewstore.store.append.locking import lock_conversation
 from viewstore.store.database.schema import (
     condensations,
     conversations,
@@ -262,7 +263,7 @@ def lock_holders(conn: Connection, owner: str, seq: int) -> list[str]:
     per conversation, not one per level: every statement names a single conversation, so that
     it stays a single-shard statement on a store sharded by conversation
     (docs/distribution.md; tests/store/test_distribution_key.py)."""
-    if rows.lock_conversation(conn, owner) is None:
+    if lock_conversation(conn, owner) is None:
         return []
     found = [owner]
     query = select(conversations.c.id).where(
@@ -271,7 +272,7 @@ def lock_holders(conn: Connection, owner: str, seq: int) -> list[str]:
     frontier = sorted(row.id for row in conn.execute(query))
     while frontier:
         # A fork erased while this waited for its lock is simply not a holder any more.
-        locked = [child for child in frontier if rows.lock_conversation(conn, child) is not None]
+        locked = [child for child in frontier if lock_conversation(conn, child) is not None]
         found.extend(locked)
         frontier = sorted(child for parent in locked for child in erasure.forks_of(conn, parent))
     return found

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple, TypeVar
 from sqlalchemy import Connection, Row, select, text
 
 from viewstore.errors import ConversationNotFoundError
-from viewstore.events import SUMMARY_SUFFIX
+from viewstore.kinds import SUMMARY_SUFFIX
 from viewstore.order_key import seq_key
 from viewstore.store.database.schema import conversations, events
 from viewstore.store.database.translate import driver_errors

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection
 
-from viewstore.events import KIND_ROLES, STATE_UPDATE_KIND, Role
+from viewstore.kinds import KIND_ROLES, STATE_UPDATE_KIND, Role
 from viewstore.order_key import event_keys_between
 from viewstore.store.read import lineage, logged_ids, reads
 from viewstore.store.read.reads import _END, _fetch, bind_list

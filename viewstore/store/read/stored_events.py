@@ -14,9 +14,10 @@ payload or builds an Event.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
-from viewstore.events import Event, stored_event
+if TYPE_CHECKING:
+    from viewstore.events import Event
 
 #: One fetched row: event id, payload JSON.
 EventRow = tuple[str, str]
@@ -24,11 +25,13 @@ EventRow = tuple[str, str]
 
 def event_from_row(row: EventRow | Sequence[Any]) -> Event:
     """The Event of a fetched row (``viewstore.events.stored_event``)."""
+    from viewstore.events import stored_event  # noqa: PLC0415 - start-up time (docs/operations.md)
+
     event_id, payload = row
     return stored_event(event_id, payload)
 
 
-class StoredEvents(Sequence[Event]):
+class StoredEvents(Sequence["Event"]):
     """An immutable sequence of a view's events, each built on first access and then kept.
 
     Behaves as a read-only list: ``len``, indexing, iteration, and ``==`` with any sequence of
