@@ -139,6 +139,10 @@ def machine_for(store: EventStore) -> type[RuleBasedStateMachine]:
     return LifecycleMachine
 
 
-def test_forks_redactions_and_erasures_keep_every_view_equal_to_replay(store: EventStore) -> None:
-    run_state_machine_as_test(machine_for(store), settings=SETTINGS)
+def test_forks_redactions_and_erasures_keep_every_view_equal_to_replay(
+    store: EventStore, sweep_step: int
+) -> None:
+    # Fewer runs through the asyncio store and on the partitioned layout (tests/conftest.py).
+    chosen = settings(SETTINGS, max_examples=SETTINGS.max_examples // sweep_step)
+    run_state_machine_as_test(machine_for(store), settings=chosen)
     assert store.verify().ok

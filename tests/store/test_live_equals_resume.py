@@ -23,6 +23,8 @@ from viewstore.view import View
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
 ASYNC_TOO = True
+#: The health checks do not apply: one store serves every example (a function-scoped fixture).
+ANY = list(HealthCheck)
 
 
 #: The full resume of a log, by its payloads: the same vector prefixes recur on every backend
@@ -72,15 +74,17 @@ def test_agrees_with_a_full_resume_on_every_vector(
     assert seen[True] and seen[False]  # the vectors exercise both answers
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
-@given(stream=streams(max_steps=25))
-def test_agrees_with_a_full_resume_on_random_streams(
-    store: EventStore, stream: list[Event]
-) -> None:
-    conversation = f"random-{uuid.uuid4().hex}"
-    for event in stream:
-        store.append(conversation, event.payload_json)
-        _agrees(store, conversation)
+def test_agrees_with_a_full_resume_on_random_streams(store: EventStore, sweep_step: int) -> None:
+    # The examples are drawn inside the test so that their number can follow sweep_step.
+    @settings(max_examples=30 // sweep_step, deadline=None, suppress_health_check=ANY)
+    @given(stream=streams(max_steps=25))
+    def agrees(stream: list[Event]) -> None:
+        conversation = f"random-{uuid.uuid4().hex}"
+        for event in stream:
+            store.append(conversation, event.payload_json)
+            _agrees(store, conversation)
+
+    agrees()
 
 
 def test_a_batch_split_by_another_event_and_half_forgotten(store: EventStore) -> None:
@@ -104,24 +108,26 @@ def test_a_batch_split_by_another_event_and_half_forgotten(store: EventStore) ->
     assert "a2" in store.view("split-batch").event_ids
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
-@given(stream=streams(max_steps=25), data=st.data())
-def test_agrees_on_forks_of_random_streams(
-    store: EventStore, stream: list[Event], data: st.DataObject
-) -> None:
+def test_agrees_on_forks_of_random_streams(store: EventStore, sweep_step: int) -> None:
     """A fork keeps no row of what left its view inside the shared prefix: the check reads
     those from its sources' parts of the lineage. Fork anywhere, continue with the rest of the
     stream (or of another fork), and the answer is still the full resume's."""
-    if len(stream) < 2:
-        return
-    source = f"random-{uuid.uuid4().hex}"
-    for event in stream:
-        store.append(source, event.payload_json)
-    fork = store.fork(source, data.draw(st.integers(1, len(stream) - 1)))
-    for event in stream[store.version(fork) :]:
-        store.append(fork, event.payload_json)
-        _agrees(store, fork)
-    deeper = store.fork(fork, data.draw(st.integers(1, store.version(fork))))
-    for event in stream[store.version(deeper) :]:
-        store.append(deeper, event.payload_json)
-        _agrees(store, deeper)
+
+    @settings(max_examples=20 // sweep_step, deadline=None, suppress_health_check=ANY)
+    @given(stream=streams(max_steps=25), data=st.data())
+    def agrees(stream: list[Event], data: st.DataObject) -> None:
+        if len(stream) < 2:
+            return
+        source = f"random-{uuid.uuid4().hex}"
+        for event in stream:
+            store.append(source, event.payload_json)
+        fork = store.fork(source, data.draw(st.integers(1, len(stream) - 1)))
+        for event in stream[store.version(fork) :]:
+            store.append(fork, event.payload_json)
+            _agrees(store, fork)
+        deeper = store.fork(fork, data.draw(st.integers(1, store.version(fork))))
+        for event in stream[store.version(deeper) :]:
+            store.append(deeper, event.payload_json)
+            _agrees(store, deeper)
+
+    agrees()

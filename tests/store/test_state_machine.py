@@ -219,6 +219,8 @@ def machine_for(store: EventStore) -> type[RuleBasedStateMachine]:
     return StoreMachine
 
 
-def test_rows_equal_replay_after_every_step(store: EventStore) -> None:
-    run_state_machine_as_test(machine_for(store), settings=SETTINGS)
+def test_rows_equal_replay_after_every_step(store: EventStore, sweep_step: int) -> None:
+    # Fewer runs through the asyncio store and on the partitioned layout (tests/conftest.py).
+    chosen = settings(SETTINGS, max_examples=SETTINGS.max_examples // sweep_step)
+    run_state_machine_as_test(machine_for(store), settings=chosen)
     assert store.verify().ok
