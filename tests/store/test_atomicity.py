@@ -14,8 +14,8 @@ from viewstore import (
     EventStore,
     InvalidEventError,
     ViewstoreError,
+    projector,
 )
-from viewstore.store import event_store
 from viewstore.store.append import rows
 
 from ._helpers import A, C, M, O, Payload, R, S, U, dump
@@ -116,7 +116,7 @@ def _instead(*args: Any, **kwargs: Any) -> Any:
 
 Fault = tuple[Any, str, Callable[[Callable[..., Any]], Callable[..., Any]]]
 FAULTS: dict[str, Fault] = {
-    "project": (event_store, "project", lambda original: _instead),  # events already inserted
+    "project": (projector, "project", lambda original: _instead),  # events already inserted
     "insert_events": (rows, "insert_events", _after),
     "write_projection": (rows, "write_projection", _after),
     "insert_condensations": (rows, "insert_condensations", _after),
