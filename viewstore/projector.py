@@ -189,7 +189,7 @@ class _Batch:
         self.view = kept
         position = summary_position(condensation, len(kept))
         if position is not None:
-            from viewstore.events import summary_event  # noqa: PLC0415 - start-up time (docs/operations.md)
+            from viewstore.events import summary_event  # noqa: PLC0415 - start-up time (viewstore.kinds)
 
             summary = summary_event(condensation)
             key = self.key_at(kept, position, seq)

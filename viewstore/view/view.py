@@ -61,7 +61,7 @@ class View:
 
     def append_event(self, event: EventLike) -> None:
         # The events model (pydantic) is imported on first use: see viewstore.kinds.
-        from viewstore.events import parse_event, summary_event  # noqa: PLC0415 - start-up time (docs/operations.md)
+        from viewstore.events import parse_event, summary_event  # noqa: PLC0415 - start-up time (viewstore.kinds)
 
         event = parse_event(event)
         if event.role is Role.CONDENSATION:
@@ -86,7 +86,7 @@ class View:
     @classmethod
     def from_events(cls, events: Iterable[EventLike]) -> View:
         """Fold ``append_event`` over ``events``, then enforce every property to a fixpoint."""
-        from viewstore.events import parse_event  # noqa: PLC0415 - start-up time (docs/operations.md)
+        from viewstore.events import parse_event  # noqa: PLC0415 - start-up time (viewstore.kinds)
 
         stream = [parse_event(event) for event in events]
         view = cls()

@@ -25,7 +25,7 @@ EventRow = tuple[str, str]
 
 def event_from_row(row: EventRow | Sequence[Any]) -> Event:
     """The Event of a fetched row (``viewstore.events.stored_event``)."""
-    from viewstore.events import stored_event  # noqa: PLC0415 - start-up time (docs/operations.md)
+    from viewstore.events import stored_event  # noqa: PLC0415 - start-up time (viewstore.kinds)
 
     event_id, payload = row
     return stored_event(event_id, payload)
