@@ -23,7 +23,7 @@ import pytest
 class RequiredSkips:
     env: str  # the variable that makes a skip fail
     what: str  # what the skipped tests need, for the summary line
-    folder: str  # the node id prefix of the tests it watches, e.g. "tests/openhands/"
+    folder: str | tuple[str, ...]  # node id prefix(es) of the tests it watches
     skipped: list[str] = field(default_factory=list)
 
     def required(self) -> bool:
@@ -63,7 +63,7 @@ class RequiredSkips:
 #: The folders whose skips CI refuses, each with its variable (set by .ci/run).
 REQUIRED = (
     ("VIEWSTORE_REQUIRE_OPENHANDS", "OpenHands SDK", "tests/openhands/"),
-    ("VIEWSTORE_REQUIRE_AGENT_SERVER", "agent-server", "tests/ingest/"),
+    ("VIEWSTORE_REQUIRE_AGENT_SERVER", "agent-server", ("tests/ingest/", "tests/agent_servers/")),
 )
 
 

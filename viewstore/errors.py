@@ -294,3 +294,34 @@ class SourceMismatchError(ViewstoreError):
         self.conversation_id = conversation_id
         self.source = source
         super().__init__(f"conversation {conversation_id!r} from {source}: {reason}")
+
+
+class RunnerHeldError(ViewstoreError):
+    """Another agent server holds the conversation's runner lease, which has not expired: only
+    one server runs a conversation at a time (docs/agent-servers.md). Nothing was written; ask
+    again after ``expires_at``, or the holder, which releases the lease when it lets the
+    conversation go idle."""
+
+    def __init__(self, conversation_id: str, runner: str, expires_at: str) -> None:
+        self.conversation_id = conversation_id
+        self.runner = runner
+        self.expires_at = expires_at
+        super().__init__(
+            f"conversation {conversation_id!r} is being run by agent server {runner!r} "
+            f"(its lease runs to {expires_at}): refused, nothing written"
+        )
+
+
+class RunnerLostError(ViewstoreError):
+    """An agent server wrote for a conversation whose runner lease it no longer holds (it
+    expired and another server took the conversation over): the write was refused, so a
+    server that stalled past its lease cannot write beside its successor."""
+
+    def __init__(self, conversation_id: str, runner: str, generation: int) -> None:
+        self.conversation_id = conversation_id
+        self.runner = runner
+        self.generation = generation
+        super().__init__(
+            f"agent server {runner!r} lost the lease of conversation {conversation_id!r} "
+            f"(generation {generation}): write refused"
+        )

@@ -42,10 +42,15 @@ def free_port() -> int:
 class ScriptedLLM:
     """``POST /v1/chat/completions``: a conversation is known by its first user message,
     which carries ``rounds=N``; its first N replies are two parallel ``think`` calls (one tool
-    batch), the next a ``finish``. A request without tools is the condenser's: a summary."""
+    batch), the next a ``finish``. With ``sleep_at=K`` reply K is a ``think`` and a
+    ``terminal`` call that sleeps a minute. A request without tools is the condenser's: a
+    summary."""
 
     def __init__(self) -> None:
         self.replies: dict[str, int] = {}
+        self.requests: list[tuple[str, dict[str, Any]]] = []  # (first user message, request)
+        #: Called with each request (in the handler's thread) before it is answered.
+        self.on_request: Any = None
         self.lock = threading.Lock()
         self.port = free_port()
         self.server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
@@ -64,11 +69,21 @@ class ScriptedLLM:
         if not request.get("tools"):
             return _completion({"role": "assistant", "content": "Summary: thought about it."})
         first = next((_text(m) for m in request.get("messages", []) if m.get("role") == "user"), "")
-        rounds = int(first.split("rounds=", 1)[1].split()[0]) if "rounds=" in first else 2
+        rounds = _directive(first, "rounds", 2)
         with self.lock:
             served = self.replies.get(first, 0)
             self.replies[first] = served + 1
-        if served < rounds:
+            self.requests.append((first, request))
+        if self.on_request is not None:
+            self.on_request(first, request)
+        if served == _directive(first, "sleep_at", -1):
+            # A batch whose second call runs for a minute: a server killed meanwhile dies in
+            # the middle of a tool batch (the first call's result stored, the second's not).
+            calls = [
+                _call("think", {"thought": f"step {served} before the long call"}),
+                _call("terminal", {"command": "sleep 60"}),
+            ]
+        elif served < rounds:
             calls = [_call("think", {"thought": f"step {served} part {i}"}) for i in range(2)]
         else:
             calls = [_call("finish", {"message": "done"})]
@@ -92,6 +107,13 @@ class ScriptedLLM:
                 pass
 
         return Handler
+
+
+def _directive(first: str, name: str, default: int) -> int:
+    """``name=N`` in a conversation's first message, else ``default``."""
+    return (
+        int(first.split(f"{name}=", 1)[1].split(maxsplit=1)[0]) if f"{name}=" in first else default
+    )
 
 
 def _text(message: dict[str, Any]) -> str:
@@ -198,7 +220,9 @@ class AgentServer:
         assert status == 200, (path, status, body)
         return body
 
-    def start_conversation(self, llm: ScriptedLLM, rounds: int, *, condense: bool) -> str:
+    def start_conversation(
+        self, llm: ScriptedLLM, rounds: int, *, condense: bool, sleep_at: int | None = None
+    ) -> str:
         settings: dict[str, Any] = {
             "llm": {
                 "usage_id": "agent",
@@ -216,12 +240,13 @@ class AgentServer:
                 "keep_first": 2,
             }
         tag = uuid.uuid4().hex[:8]
+        pause = "" if sleep_at is None else f" sleep_at={sleep_at}"
         request = {
             "agent_settings": settings,
             "workspace": {"working_dir": str(self.folder / "work")},
             "initial_message": {
                 "role": "user",
-                "content": [{"type": "text", "text": f"task {tag} rounds={rounds}"}],
+                "content": [{"type": "text", "text": f"task {tag} rounds={rounds}{pause}"}],
                 "run": True,
             },
         }
@@ -267,6 +292,12 @@ class AgentServer:
         except OSError:
             return ""
 
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no lease released."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -278,17 +309,32 @@ class AgentServer:
 
 
 def start_agent_server(
-    name: str, folder: Path, ingest_url: str | None, *, start_timeout: float = 90, **webhook: Any
+    name: str,
+    folder: Path,
+    ingest_url: str | None,
+    *,
+    start_timeout: float = 90,
+    on_store: str | None = None,
+    store_env: dict[str, str] | None = None,
+    port: int | None = None,
+    **webhook: Any,
 ) -> AgentServer:
+    """An ``openhands-agent-server`` process; ``on_store``: a store URL it keeps its
+    conversations in (``--import-modules viewstore.openhands.on_store``), with ``store_env``
+    (``VIEWSTORE_IDLE_SECONDS``, ...) and ``lease_ttl_seconds`` from the webhook options'
+    ``lease_ttl`` key."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "work").mkdir(exist_ok=True)
-    server = AgentServer(name, free_port(), folder, SESSION_KEY_PREFIX + name)
+    server = AgentServer(name, port or free_port(), folder, SESSION_KEY_PREFIX + name)
+    lease_ttl = webhook.pop("lease_ttl", None)
     config: dict[str, Any] = {
         "conversations_path": str(folder / "conversations"),
         "bash_events_dir": str(folder / "bash_events"),
         "session_api_keys": [server.key],
         "webhooks": [],
     }
+    if lease_ttl is not None:
+        config["lease_ttl_seconds"] = lease_ttl
     if ingest_url is not None:
         spec = {
             "base_url": ingest_url,
@@ -308,9 +354,13 @@ def start_agent_server(
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "OPENHANDS_SUPPRESS_BANNER": "1",
     }
-    with server.log_path.open("wb") as log:
+    command = [sys.executable, "-m", "openhands.agent_server", *HOST, "--port", str(server.port)]
+    if on_store is not None:
+        command += ["--import-modules", "viewstore.openhands.on_store"]
+        env.update(VIEWSTORE_URL=on_store, VIEWSTORE_SERVER_NAME=name, **(store_env or {}))
+    with server.log_path.open("ab") as log:
         server.process = subprocess.Popen(
-            [sys.executable, "-m", "openhands.agent_server", *HOST, "--port", str(server.port)],
+            command,
             cwd=folder,
             env=env,
             stdout=log,

@@ -20,6 +20,7 @@ from viewstore.errors import (
     UnsupportedDatabaseError,
 )
 from viewstore.store.adapter_api import AdapterMethods
+from viewstore.store.adapters.runners import RunnerMethods
 from viewstore.store.adapters.source_info import SourceInfoMethods
 from viewstore.store.append.tails import Tail
 from viewstore.store.audit_api import AuditMethods
@@ -74,7 +75,9 @@ def _at(point: str) -> None:
         append_hook(point)
 
 
-class EventStore(Browsing, AdapterMethods, AuditMethods, LifecycleMethods, SourceInfoMethods):
+class EventStore(
+    Browsing, AdapterMethods, AuditMethods, LifecycleMethods, SourceInfoMethods, RunnerMethods
+):
     """Events, condensations, and each conversation's live view and indices, in SQL.
 
     ``url_or_engine``: a database URL (default: ``VIEWSTORE_URL``, else

@@ -32,6 +32,7 @@ TABLES = {
     "manipulation_indices": "conversation_id",
     "base_states": "conversation_id",
     "conversation_sources": "conversation_id",
+    "server_conversations": "conversation_id",
     "tombstones": "conversation_id",
     "redactions": "conversation_id",
 }

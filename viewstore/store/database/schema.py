@@ -279,6 +279,24 @@ conversation_sources = Table(
     PrimaryKeyConstraint("conversation_id"),
 )
 
+# What a store-backed agent server keeps of a conversation (migration 0027,
+# viewstore.store.adapters.runners): its ``meta.json`` and the lease of the one server that may
+# run it (holder, generation, expiry). Rewritten by the servers; not part of the audit trail.
+server_conversations = Table(
+    "server_conversations",
+    metadata,
+    Column("conversation_id", CONVERSATION_ID, nullable=False),
+    Column("meta", Text, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("runner", String(255), nullable=True),
+    Column("generation", BigInteger, nullable=False),
+    Column("lease_expires_at", DateTime(timezone=True), nullable=True),
+    PrimaryKeyConstraint("conversation_id"),
+    # The servers' listing, keyset-paged in either order with the id as tie-breaker.
+    *(Index(None, column, "conversation_id") for column in ("created_at", "updated_at")),
+)
+
 # One row per erased conversation (``EventStore.erase``): what it was, when and why it went.
 # Append-only like the log; its row is also what lets the log's guard delete that conversation's
 # events, and only them (migration 0010).

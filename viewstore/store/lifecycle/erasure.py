@@ -27,6 +27,7 @@ from viewstore.store.database.schema import (
     events,
     manipulation_indices,
     redactions,
+    server_conversations,
     tombstones,
     view_entries,
 )
@@ -40,6 +41,7 @@ _ROWS_OF = (
     (manipulation_indices, manipulation_indices.c.conversation_id),
     (base_states, base_states.c.conversation_id),
     (conversation_sources, conversation_sources.c.conversation_id),
+    (server_conversations, server_conversations.c.conversation_id),
     (redactions, redactions.c.conversation_id),
     (events, events.c.conversation_id),
     (conversations, conversations.c.id),
