@@ -82,7 +82,7 @@ def upgrade() -> None:
         )
     for order in ("created_at", "updated_at"):
         op.create_index(
-            f"ix_server_conversations_{order}",
+            f"ix_server_conversations_{order}_conversation_id",  # the models' naming convention
             "server_conversations",
             [order, "conversation_id"],
         )

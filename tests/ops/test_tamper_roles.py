@@ -21,7 +21,7 @@ import secrets
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,13 @@ HARMLESS = (
         for column in metadata.tables["conversation_sources"].columns
     }
     | {
+        ("server_conversations", column.name): "a store-backed agent server's rewritable "
+        "metadata of the conversation (its meta.json, its times) and the lease of the server "
+        "running it: the servers rewrite it, and a server deleting the conversation drops it; "
+        "it is not part of the audit trail"
+        for column in metadata.tables["server_conversations"].columns
+    }
+    | {
         (
             "view_entries",
             "envelope",
@@ -89,6 +96,7 @@ ROWS = {
     "manipulation_indices": "conversation_id = 'f'",
     "base_states": "conversation_id = 'c'",
     "conversation_sources": "conversation_id = 'c'",
+    "server_conversations": "conversation_id = 'c'",
     "tombstones": "conversation_id = 'gone'",
     "redactions": "conversation_id = 'c'",
 }
@@ -111,6 +119,15 @@ def _build(store: EventStore) -> None:
     store.save_base_state("c", json.dumps({"id": "c", "agent": {}}), at_version=7)
     store.hand_over("c", "sandbox-1")  # appended above, it had no source
     store.save_conversation_info(SourceInfo("c", "sandbox-1", title="a task"))
+    lease = store.claim_runner("c", "server-1", ttl=3600)
+    store.save_server_meta(
+        "c",
+        json.dumps({"id": "c", "title": "a task"}),
+        runner="server-1",
+        generation=lease.generation,
+        created_at=datetime(2026, 5, 1, tzinfo=UTC),
+        updated_at=datetime(2026, 5, 2, tzinfo=UTC),
+    )
     assert store.verify().ok, store.verify().render()
 
 

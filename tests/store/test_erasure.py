@@ -8,7 +8,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import insert, text
 
 from viewstore import (
     ConversationErasedError,
@@ -18,7 +18,7 @@ from viewstore import (
     StorageError,
 )
 from viewstore.store.adapters.source_info import SourceInfo
-from viewstore.store.database.schema import metadata
+from viewstore.store.database.schema import metadata, server_conversations
 
 from ..ops._helpers import condensed_history, message, settled_feed
 
@@ -47,6 +47,19 @@ def test_erase_removes_every_row_and_leaves_a_tombstone(store: EventStore) -> No
     store.hand_over("gone", "sandbox-1")  # appended above, it had no source
     store.save_conversation_info(SourceInfo("gone", "sandbox-1", title="a task"))
     store.redact("gone", store.events("gone")[0].event_id, reason="before it all goes")
+    # A store-backed agent server's row, as its lease and meta leave it; in SQL, for the
+    # asyncio store has no runner methods.
+    with store.engine.begin() as conn:
+        conn.execute(
+            insert(server_conversations).values(
+                conversation_id="gone",
+                meta="{}",
+                created_at=datetime.now(UTC),
+                updated_at=datetime.now(UTC),
+                runner="server-1",
+                generation=1,
+            )
+        )
     store.append("kept", [message("k1"), message("k2")])
     before = store.events("gone")
     assert all(_rows(store, "gone").values())  # every table holds some of it

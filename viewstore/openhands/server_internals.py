@@ -529,6 +529,9 @@ def install(store: EventStore, *, name: str, idle_seconds: float = 30.0) -> None
     """Make this process's agent server keep its conversations in ``store``. Call before the
     server's routers are imported (its ``--import-modules`` hook runs before them)."""
     check_version()
+    # The server's logging sets the root logger to INFO, at which SQLAlchemy logs every
+    # statement: a line per query on the server's console and time on every step.
+    logging.getLogger("sqlalchemy").setLevel(logging.WARNING)
     if not idle_seconds > 0:
         raise ValueError(f"idle_seconds must be positive, got {idle_seconds!r}")
     _settings.store = store

@@ -25,6 +25,8 @@ from sqlalchemy import Connection, Row, and_, case, delete, func, or_, select, t
 from sqlalchemy.dialects import postgresql, sqlite
 
 from viewstore.errors import InvalidArgumentError, RunnerHeldError, RunnerLostError
+from viewstore.store.append.locking import lock_conversation
+from viewstore.store.database.forgotten import pg_json
 from viewstore.store.database.schema import base_states, conversations, server_conversations
 from viewstore.store.inputs import check_integer, conversation_key, new_conversation_key
 from viewstore.store.lifecycle.erasure import refuse_if_erased
@@ -142,7 +144,7 @@ def _with_status(conn: Connection) -> Any:
 def _status(conn: Connection) -> Any:
     """The execution status in a conversation's stored base state, as SQL."""
     found: Any = (
-        text("(base_states.payload::jsonb ->> 'execution_status')")
+        text(f"({pg_json('base_states.payload')} ->> 'execution_status')")
         if conn.dialect.name == "postgresql"
         else func.json_extract(base_states.c.payload, "$.execution_status")
     )
@@ -161,6 +163,9 @@ class RunnerMethods(StoreCore):
         _check_runner(runner)
         span = _check_ttl(ttl)
         with self._write() as conn:
+            # The conversation row first, as an erasure locks it: a claim racing an erasure
+            # waits for it and then finds the tombstone, leaving no lease of an erased one.
+            lock_conversation(conn, key)
             refuse_if_erased(conn, key)
             now = _now(conn)
             row = _locked_row(conn, key, now)

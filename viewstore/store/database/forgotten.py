@@ -32,13 +32,19 @@ LEGACY = "condensation_forgotten_0023"
 #: ``VIEWSTORE_MIGRATION_BATCH`` overrides it.
 BATCH = 20
 
-# A payload as json on PostgreSQL, whose json functions refuse the escape \u0000 (text cannot
-# hold NUL): replaced by U+FFFD first, as the analyst views do; no event id holds either.
-_PG_PAYLOAD = (
-    "CAST(CASE WHEN strpos(e.payload, E'\\\\u0000') = 0 THEN e.payload "
-    "ELSE replace(replace(replace(e.payload, E'\\\\\\\\', chr(1)), "
-    "E'\\\\u0000', E'\\\\ufffd'), chr(1), E'\\\\\\\\') END AS json)"
-)
+
+def pg_json(column: str) -> str:
+    """``column`` (JSON text) as PostgreSQL ``json``, the escape \\u0000 replaced by U+FFFD
+    first: PostgreSQL's JSON functions refuse it anywhere in a document (text cannot hold NUL),
+    though JSON allows it and a payload may hold it."""
+    return (
+        f"CAST(CASE WHEN strpos({column}, E'\\\\u0000') = 0 THEN {column} "
+        f"ELSE replace(replace(replace({column}, E'\\\\\\\\', chr(1)), "
+        "E'\\\\u0000', E'\\\\ufffd'), chr(1), E'\\\\\\\\') END AS json)"
+    )
+
+
+_PG_PAYLOAD = pg_json("e.payload")  # no event id holds \u0000 or U+FFFD
 _FROM_PAYLOADS = {
     "sqlite": """
         SELECT DISTINCT c.conversation_id AS conversation_id, c.seq AS seq,

@@ -1,0 +1,195 @@
+"""Agent servers on the store, the real thing: ``openhands-agent-server`` 1.58 processes started
+with ``--import-modules viewstore.openhands.on_store``, the real SDK and tools, a scripted
+OpenAI-compatible LLM (parallel tool calls, a condenser), PostgreSQL and SQLite.
+
+No server here keeps anything on its disk that another needs: a killed server's folder is
+wiped, and another server continues its conversation from the store alone.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("openhands.agent_server", reason="openhands.agent_server is not importable")
+
+from viewstore import EventStore
+
+from ..ingest._fleet import ScriptedLLM, assert_views_equal_the_sdks, http, wait_until
+from ._servers import (
+    SentViews,
+    assert_stored_equals_served,
+    calls_and_results_of_request,
+    calls_and_results_of_view,
+    post_message,
+    start_on_store,
+    stopped,
+)
+
+pytestmark = [pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[ScriptedLLM]:
+    scripted = ScriptedLLM()
+    yield scripted
+    scripted.close()
+
+
+def _store_at(url: str) -> EventStore:
+    store = EventStore(url)
+    store.create_schema()
+    return store
+
+
+def _first_message(llm: ScriptedLLM, marker: str) -> str:
+    return next(first for first, _ in llm.requests if marker in first)
+
+
+def _terminal_call_stored(store: EventStore, conversation: str) -> bool:
+    if store.server_conversation(conversation) is None:
+        return False
+    return any(
+        e.payload.get("kind") == "ActionEvent" and e.payload.get("tool_name") == "terminal"
+        for e in store.events(conversation)
+    )
+
+
+@pytest.mark.postgres
+def test_a_killed_runner_is_taken_over_and_the_run_finishes(
+    llm: ScriptedLLM, fresh_pg_url: str, tmp_path: Path
+) -> None:
+    """Three servers on one PostgreSQL. The runner is SIGKILLed in the middle of a tool batch
+    and its folder wiped; a server asked while the lease lives is refused and writes nothing;
+    once it expires another server takes the conversation over and finishes the run. The
+    stored log is that server's log, exactly once; verify is clean; the views are the SDK's;
+    and every LLM request after the takeover carries exactly the stored view's calls and
+    results."""
+    store = _store_at(fresh_pg_url)
+    a, b, c = (start_on_store(name, tmp_path, fresh_pg_url) for name in "ABC")
+    with stopped(a, b, c):
+        conversation = a.start_conversation(llm, 12, condense=True, sleep_at=9)
+        wait_until(lambda: _terminal_call_stored(store, conversation), 120, "the long call")
+        time.sleep(0.5)  # the batch's first result lands; the second call sleeps on
+        sent = SentViews(llm, store)
+        sent.watch(_first_message(llm, "sleep_at=9"), conversation)
+        a.kill()
+        shutil.rmtree(a.folder)
+        before = store.events(conversation)
+        base_before = store.base_state(conversation)
+
+        status, body = post_message(c, conversation, "from C while A's lease lives")
+        assert status == 409, (status, body)
+        assert "is being run by agent server 'A" in body["detail"]
+        assert store.events(conversation) == before
+        assert store.base_state(conversation) == base_before
+
+        def taken_over() -> bool:
+            status, body = post_message(b, conversation, "continue")
+            assert status in (200, 201, 409), (status, body)
+            return status in (200, 201)
+
+        wait_until(taken_over, 30, "B to take the conversation over", interval=0.5)
+        b.wait_finished(conversation)
+
+        length = assert_stored_equals_served(store, b, conversation)
+        assert length > len(before)
+        assert store.verify(conversation).conversations[0].problems == []
+        assert_views_equal_the_sdks(store, b, conversation)
+        texts = [
+            e.payload for e in store.events(conversation) if e.payload.get("kind") == "MessageEvent"
+        ]
+        assert not any("from C" in str(t) for t in texts)
+        row = store.server_conversation(conversation)
+        assert row is not None and row.generation == 2  # one takeover
+        assert "took conversation" in b.log_text() and "over from A" in b.log_text()
+
+        assert sent.seen, "no LLM request after the takeover"
+        for request, view in sent.seen:
+            assert calls_and_results_of_request(request) == calls_and_results_of_view(view)
+
+
+def test_two_servers_asked_at_once_one_runs(llm: ScriptedLLM, tmp_path: Path) -> None:
+    """Two servers on one SQLite file, each sent a message for the same idle conversation at
+    the same moment: one runs it, the other answers 409 and its message is stored nowhere."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = _store_at(url)
+    a, b = (start_on_store(name, tmp_path, url) for name in "AB")
+    with stopped(a, b):
+        conversation = a.start_conversation(llm, 2, condense=False)
+        a.wait_finished(conversation)
+        wait_until(lambda: store.server_conversation(conversation).runner is None, 30, "idle")
+        answers: dict[str, tuple[int, object]] = {}
+        start = threading.Barrier(2)
+
+        def ask(server_name: str) -> None:
+            server = a if server_name == "A" else b
+            start.wait()
+            answers[server_name] = post_message(server, conversation, f"from {server_name}")
+
+        threads = [threading.Thread(target=ask, args=(name,)) for name in "AB"]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        statuses = sorted(status for status, _ in answers.values())
+        assert statuses in ([200, 409], [201, 409]), answers
+        winner = next(name for name, (status, _) in answers.items() if status != 409)
+        loser = "B" if winner == "A" else "A"
+        (a if winner == "A" else b).wait_finished(conversation)
+        texts = " ".join(
+            str(e.payload)
+            for e in store.events(conversation)
+            if e.payload.get("kind") == "MessageEvent"
+        )
+        assert f"from {winner}" in texts and f"from {loser}" not in texts
+        assert_stored_equals_served(store, a if winner == "A" else b, conversation)
+
+
+def test_a_server_restarted_five_times_on_an_empty_disk_keeps_every_conversation(
+    llm: ScriptedLLM, tmp_path: Path
+) -> None:
+    """One server, restarted five times, its folder wiped each time: it lists, counts, pages
+    and serves every conversation from the store, continues one, and a deletion forgets the
+    conversation in the servers' listing but keeps its events."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = _store_at(url)
+    server = start_on_store("A", tmp_path, url)
+    with stopped(server):
+        conversations = [server.start_conversation(llm, 2, condense=False) for _ in range(3)]
+        for conversation in conversations:
+            server.wait_finished(conversation)
+        logs = {cid: [e.event_id for e in store.events(cid)] for cid in conversations}
+    for _ in range(5):
+        shutil.rmtree(server.folder)
+        server = start_on_store("A", tmp_path, url)
+        with stopped(server):
+            assert server.get("/api/conversations/count") == 3
+            first = server.get("/api/conversations/search?limit=2&sort_order=CREATED_AT")
+            rest = server.get(
+                f"/api/conversations/search?limit=2&sort_order=CREATED_AT&page_id={first['next_page_id']}"
+            )
+            listed = [item["id"].replace("-", "") for item in first["items"] + rest["items"]]
+            assert sorted(listed) == sorted(conversations) and rest["next_page_id"] is None
+            finished = server.get("/api/conversations/count?execution_status=finished")
+            assert finished == 3
+            for cid in conversations:
+                assert [e["id"] for e in server.events(cid)] == logs[cid]
+                assert server.get(f"/api/conversations/{cid}/events/count") == len(logs[cid])
+    server = start_on_store("A", tmp_path, url)
+    with stopped(server):
+        server.send_message(conversations[0], "once more")
+        server.wait_finished(conversations[0])
+        assert_stored_equals_served(store, server, conversations[0])
+        assert len(store.events(conversations[0])) > len(logs[conversations[0]])
+        status, _ = http(
+            "DELETE", f"{server.url}/api/conversations/{conversations[1]}", headers=server.headers
+        )
+        assert status == 200
+        assert server.get("/api/conversations/count") == 2
+        assert [e.event_id for e in store.events(conversations[1])] == logs[conversations[1]]
