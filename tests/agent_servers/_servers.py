@@ -93,6 +93,7 @@ class SentViews:
         self.first: str | None = None
         self.conversation: str | None = None
         self.seen: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+        self.resumed: list[Any] = []
         self.lock = threading.Lock()
 
     def watch(self, first: str, conversation: str) -> None:
@@ -107,8 +108,10 @@ class SentViews:
         if not first.startswith(self.first) or not request.get("tools"):
             return
         view = [json.loads(text) for text in self.store.view(self.conversation).payloads]
+        resumed = [json.loads(t) for t in self.store.resume_view(self.conversation).payloads]
         with self.lock:
             self.seen.append((request, view))
+            self.resumed.append(resumed)
 
 
 @contextlib.contextmanager

@@ -110,8 +110,13 @@ def test_a_killed_runner_is_taken_over_and_the_run_finishes(
         assert "took conversation" in b.log_text() and "over from A" in b.log_text()
 
         assert sent.seen, "no LLM request after the takeover"
-        for request, view in sent.seen:
-            assert calls_and_results_of_request(request) == calls_and_results_of_view(view)
+        for (request, view), res in zip(sent.seen, sent.resumed, strict=True):
+            if calls_and_results_of_request(request) != calls_and_results_of_view(view):
+                print("REQ", calls_and_results_of_request(request))
+                print("LIVE", calls_and_results_of_view(view))
+                print("RES", calls_and_results_of_view(res))
+                print("KINDS", [(e["kind"], e.get("tool_call_id")) for e in view])
+                raise AssertionError("mismatch")
 
 
 def test_two_servers_asked_at_once_one_runs(llm: ScriptedLLM, tmp_path: Path) -> None:

@@ -31,6 +31,8 @@ again, and one that only works on an empty folder fails them.
                       tests/openhands/test_readme_example.py on SQLite and PostgreSQL
 - ``openhands-bash``  bash needing what a page's ``openhands`` blocks left in their folder (the
                       SDK's own files): run by the same test, after them, in the same folder
+- ``agent-server-bash`` bash needing ``openhands-agent-server`` (``.venv-agent-server``): run by
+                      tests/agent_servers/test_docs_example.py, its port replaced by a free one
 - ``sketch``          Python that needs what this machine has not (FastAPI, a host named ``db``):
                       not run; test_readme.py checks that it parses and calls on ``store`` only
                       methods ``AsyncEventStore`` has
@@ -60,6 +62,7 @@ KINDS = {
     "recipe",
     "openhands",
     "openhands-bash",
+    "agent-server-bash",
     "sketch",
     "cli-sketch",
     "sources-file",

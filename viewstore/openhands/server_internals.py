@@ -53,6 +53,61 @@ class UnsupportedServerError(ViewstoreError):
     """The installed ``openhands-agent-server`` is not a release this module was read against."""
 
 
+#: Every name this module reaches for, by module: ``missing()`` checks a release has each.
+REACHED = {
+    "openhands.agent_server.event_service": (
+        "ConversationLease",
+        "LocalConversation",
+        "EventService.start",
+        "EventService.load_meta",
+        "EventService.save_meta",
+        "EventService.for_persisted_events",
+        "EventService.conversation_dir",
+    ),
+    "openhands.agent_server.conversation_service": (
+        "_state_signature",
+        "_read_execution_status_sync",
+        "_ConversationRecord",
+        "ConversationService.get_instance",
+        "ConversationService.__aenter__",
+        "ConversationService.__aexit__",
+        "ConversationService._load_catalog_sync",
+        "ConversationService._base_state_path",
+        "ConversationService._load_persisted_state_sync",
+        "ConversationService._search_conversations",
+        "ConversationService._count_conversations",
+        "ConversationService._conversation_info",
+        "ConversationService._cipher_for",
+        "ConversationService._evict_idle_conversations",
+        "ConversationService._get_or_load_event_service_locked",
+        "ConversationService.get_persisted_event_service",
+        "ConversationService.delete_conversation",
+    ),
+    "openhands.agent_server.conversation_lease": (
+        "LeaseClaim",
+        "ConversationOwnershipLostError",
+    ),
+    "openhands.agent_server.dependencies": ("get_event_service", "get_conversation_service"),
+    "openhands.agent_server.models": ("StoredConversation", "ConversationSortOrder"),
+}
+
+
+def missing() -> list[str]:
+    """The names of ``REACHED`` the installed server lacks (empty on a supported release)."""
+    import importlib  # noqa: PLC0415
+
+    absent = []
+    for module_name, names in REACHED.items():
+        module = importlib.import_module(module_name)
+        for name in names:
+            found: Any = module
+            for part in name.split("."):
+                found = getattr(found, part, None)
+            if found is None:
+                absent.append(f"{module_name}.{name}")
+    return absent
+
+
 def server_version() -> str:
     return metadata.version("openhands-agent-server")
 
@@ -529,6 +584,9 @@ def install(store: EventStore, *, name: str, idle_seconds: float = 30.0) -> None
     """Make this process's agent server keep its conversations in ``store``. Call before the
     server's routers are imported (its ``--import-modules`` hook runs before them)."""
     check_version()
+    absent = missing()
+    if absent:
+        raise UnsupportedServerError(f"openhands-agent-server lacks {', '.join(absent)}")
     # The server's logging sets the root logger to INFO, at which SQLAlchemy logs every
     # statement: a line per query on the server's console and time on every step.
     logging.getLogger("sqlalchemy").setLevel(logging.WARNING)
