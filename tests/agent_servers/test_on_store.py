@@ -9,6 +9,7 @@ wiped, and another server continues its conversation from the store alone.
 from __future__ import annotations
 
 import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +21,14 @@ pytest.importorskip("openhands.agent_server", reason="openhands.agent_server is 
 
 from viewstore import EventStore
 
-from ..ingest._fleet import ScriptedLLM, assert_views_equal_the_sdks, http, wait_until
+from ..ingest._fleet import (
+    BIN,
+    ScriptedLLM,
+    assert_views_equal_the_sdks,
+    http,
+    start_agent_server,
+    wait_until,
+)
 from ._servers import (
     SentViews,
     assert_stored_equals_served,
@@ -198,3 +206,38 @@ def test_a_server_restarted_five_times_on_an_empty_disk_keeps_every_conversation
         assert status == 200
         assert server.get("/api/conversations/count") == 2
         assert [e.event_id for e in store.events(conversations[1])] == logs[conversations[1]]
+
+
+def test_a_conversation_imported_from_a_plain_server_continues_on_the_store(
+    llm: ScriptedLLM, tmp_path: Path
+) -> None:
+    """A conversation run on a plain disk-backed server, its folder imported with `viewstore
+    import`, continues on a store-backed server that never saw it: the stored log grows from
+    the imported one (nothing repeated), equals the new server's log, and the server now lists
+    it."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = _store_at(url)
+    plain = start_agent_server("P", tmp_path / "P", None)
+    with stopped(plain):
+        conversation = plain.start_conversation(llm, 2, condense=False)
+        plain.wait_finished(conversation)
+        before = [e["id"] for e in plain.events(conversation)]
+    folder = tmp_path / "P" / "conversations" / conversation
+    done = subprocess.run(
+        [str(BIN / "viewstore"), "--url", url, "import", str(folder)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert [e.event_id for e in store.events(conversation)] == before
+    server = start_on_store("S", tmp_path, url)
+    with stopped(server):
+        assert server.get("/api/conversations/count") == 0  # not run by a store-backed one yet
+        server.send_message(conversation, "continue on the store")
+        server.wait_finished(conversation)
+        length = assert_stored_equals_served(store, server, conversation)
+        assert length > len(before)
+        assert [e.event_id for e in store.events(conversation)][: len(before)] == before
+        assert server.get("/api/conversations/count") == 1
+        assert store.verify(conversation).conversations[0].problems == []

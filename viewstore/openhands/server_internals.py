@@ -319,6 +319,34 @@ def _record(service: Any, row: Any) -> Any:
     )
 
 
+def _adopted(service: Any, key: uuid.UUID) -> Any:
+    """The record of a conversation no store-backed server has run yet but the store holds
+    (written by the SDK adapter, imported from a folder, mirrored by the ingest): its metadata
+    made from its base state, as the server would have made it, written once a server runs it
+    (``save_meta`` under the lease). None without a base state with a local workspace."""
+    from openhands.agent_server.conversation_service import _ConversationRecord  # noqa: PLC0415
+    from openhands.agent_server.models import StoredConversation  # noqa: PLC0415
+    from openhands.sdk.conversation.state import ConversationExecutionStatus  # noqa: PLC0415
+
+    base = _settings.store.base_state(key)
+    if base is None:
+        return None
+    try:
+        state = json.loads(base.payload)
+        workspace = state["workspace"]
+        stored = StoredConversation.model_validate(
+            {"id": key, "workspace": {"working_dir": workspace["working_dir"]}},
+            context={"cipher": service._cipher_for(key)},
+        )
+        status = ConversationExecutionStatus(state.get("execution_status") or "idle")
+    except (ValueError, TypeError, KeyError) as error:
+        logger.warning("conversation %s cannot be run here: its base state %s", key.hex, error)
+        return None
+    return _ConversationRecord(
+        stored=stored, execution_status=status, base_state_path=f"{_PREFIX}{key.hex}"
+    )
+
+
 class _Catalog(dict[uuid.UUID, Any]):
     """The server's in-memory catalog, filled from the store one conversation at a time as the
     server asks for it: start-up reads none, and a conversation another server created is
@@ -333,9 +361,11 @@ class _Catalog(dict[uuid.UUID, Any]):
             return None
         row = _settings.store.server_conversation(key)
         if row is None or row.meta is None:
-            return None
-        record = _record(self._service, row)
-        dict.__setitem__(self, key, record)
+            record = _adopted(self._service, key)
+        else:
+            record = _record(self._service, row)
+        if record is not None:
+            dict.__setitem__(self, key, record)
         return record
 
     def get(self, key: uuid.UUID, default: Any = None) -> Any:
