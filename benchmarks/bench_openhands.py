@@ -12,7 +12,9 @@
    - ``tools``: tool batches (two calls of one LLM response, then their results) and an orphan
      result now and then, a condensation every 400 events that cuts the batch at its border:
      a view of a few hundred from which a resume removes the cut batch and the orphan (the
-     live and the resume view differ).
+     live and the resume view differ);
+   - each of those again as an SDK before parent ids wrote it: no event has a parent id (the
+     SDK chains each to the one before) and the base state names no HEAD.
 2. Per step: ``ConversationState.append_event`` (the SDK's persistence chokepoint: the event
    file, then base_state.json with the new HEAD) through ``ViewstoreFileStore`` vs through
    ``LocalFileStore``, in alternating blocks; cost ratio of the medians (target <= 1.5 on
@@ -169,7 +171,17 @@ def tool_history(count: int, every: int = 400) -> list[Any]:
     return events[:count]
 
 
-SHAPES = {"messages": history, "tools": tool_history}
+def without_parent_ids(events: list[Any]) -> list[Any]:
+    """The events as an SDK before parent ids wrote them (each one's parent: the one before)."""
+    return [event.model_copy(update={"parent_id": None}) for event in events]
+
+
+SHAPES = {
+    "messages": history,
+    "tools": tool_history,
+    "messages, no parent ids": lambda count: without_parent_ids(history(count)),
+    "tools, no parent ids": lambda count: without_parent_ids(tool_history(count)),
+}
 
 
 def build(url: str, folder: Path, events: list[Any]) -> uuid.UUID:
@@ -185,7 +197,9 @@ def build(url: str, folder: Path, events: list[Any]) -> uuid.UUID:
         name = f"event-{index:05d}-{event.id}.json"
         (folder / cid.hex / "events" / name).write_text(event.model_dump_json(exclude_none=True))
     base_state = json.loads(fs.read("base_state.json"))
-    base_state["leaf_event_id"] = events[-1].id
+    # A log without parent ids comes with a base state that names no HEAD, as such an SDK wrote.
+    linear = any(event.parent_id is not None for event in events)
+    base_state["leaf_event_id"] = events[-1].id if linear else None
     (folder / cid.hex / "base_state.json").write_text(json.dumps(base_state))
     with EventStore(url) as store:
         store.create_schema()

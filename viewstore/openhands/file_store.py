@@ -43,6 +43,7 @@ from viewstore.importers.openhands import move_head
 from viewstore.openhands import sdk_internals as sdk
 from viewstore.store import EventStore
 from viewstore.store.inputs import conversation_key
+from viewstore.view.branch import branch_positions
 
 _FIRST_WINDOW = 256  # events per read query at first; doubles on each later miss
 _MAX_WINDOW = 65_536
@@ -169,10 +170,12 @@ class ViewstoreFileStore(FileStore):
         compute it from this log: the log is one linear branch ending at ``leaf`` and
         unchanged since it was listed. Otherwise None (the SDK rebuilds it)."""
         index = self._index
-        if not index or len(index) != length or leaf is None or not _linear(index, leaf):
+        if not index or len(index) != length or leaf is None:
             return None
-        # The SDK folds the active branch: for a linear log, the log without state updates.
-        stored = self.store.resume_view(self.conversation_id, skip_state_updates=True)
+        skip = _branch_is_the_log(index, leaf)
+        if skip is None:
+            return None
+        stored = self.store.resume_view(self.conversation_id, skip_state_updates=skip)
         if stored.version != length:
             return None
         return sdk.stored_view(
@@ -241,15 +244,28 @@ class ViewstoreFileStore(FileStore):
         self._window = min(2 * self._window, _MAX_WINDOW)
 
 
-def _linear(index: list[tuple[str, str, str | None]], leaf: str) -> bool:
-    """Each event's parent is the tree node before it, and HEAD is the last tree node."""
-    previous = None
-    for event_id, kind, parent_id in index:
-        if parent_id != previous:
-            return False
-        if kind != sdk.STATE_UPDATE_KIND:
-            previous = event_id
-    return previous == leaf
+def _branch_is_the_log(index: list[tuple[str, str, str | None]], leaf: str) -> bool | None:
+    """Whether the SDK's active branch (docs/semantics.md §9) is the whole log in log order,
+    up to its state updates, which a log of parent ids leaves off the branch and a log without
+    them (written before the SDK had parent ids: each event's parent is the event before it)
+    keeps on it. True: the branch is the log without its state updates; False: the log with
+    them; None: neither (a branched log, or HEAD not on the last event), which the SDK folds
+    itself."""
+    position = {event_id: i for i, (event_id, _, _) in enumerate(index)}
+    start = position.get(leaf)
+    if start is None:
+        return None
+    branch = branch_positions([parent for _, _, parent in index], position, start)
+    if branch != sorted(branch):
+        return None
+    on_branch = set(branch)
+    updates = [i for i, (_, kind, _) in enumerate(index) if kind == sdk.STATE_UPDATE_KIND]
+    if len(on_branch) + len(updates) - len(on_branch.intersection(updates)) != len(index):
+        return None  # an event that is not a state update lies off the branch
+    kept = len(on_branch.intersection(updates))
+    if kept == 0:
+        return True
+    return False if kept == len(updates) else None
 
 
 def _serve_resume_view(fs: object, leaf: str | None, length: int) -> View | None:

@@ -35,14 +35,22 @@ def active_branch(
     else:
         head = default_head(events)
         start = None if head is None else position[head.id]
-    path: list[Event] = []
+    parents = [event.parent_id for event in events]
+    return [events[i] for i in branch_positions(parents, position, start)]
+
+
+def branch_positions(
+    parents: Sequence[str | None], position: dict[str, int], start: int | None
+) -> list[int]:
+    """The log positions of the path from ``start`` to the root, root first: ``parents`` are
+    the events' ``parent_id`` in log order, ``position`` each id's place in the log."""
+    path: list[int] = []
     seen: set[int] = set()
     index = start
     while index is not None and index not in seen:
         seen.add(index)
-        event = events[index]
-        path.append(event)
-        parent = event.parent_id
+        path.append(index)
+        parent = parents[index]
         if parent == ROOT_ID:
             index = None
         elif parent is None:
