@@ -250,3 +250,34 @@ def test_a_conversation_imported_from_a_plain_server_continues_on_the_store(
         assert [e.event_id for e in store.events(conversation)][: len(before)] == before
         assert server.get("/api/conversations/count") == 1
         assert store.verify(conversation).conversations[0].problems == []
+
+
+def test_a_stored_conversation_moves_to_a_plain_server(llm: ScriptedLLM, tmp_path: Path) -> None:
+    """The other way: a conversation run on a store-backed server, written by `viewstore export
+    --agent-server` into a plain server's conversations_path, is listed and served by that
+    server as the store has it, and continues there."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = _store_at(url)
+    server = start_on_store("S", tmp_path, url)
+    with stopped(server):
+        conversation = server.start_conversation(llm, 2, condense=False)
+        server.wait_finished(conversation)
+    stored = [e.event_id for e in store.events(conversation)]
+    conversations_path = tmp_path / "P" / "conversations"
+    target = str(conversations_path)
+    done = subprocess.run(
+        [str(BIN / "viewstore"), "--url", url, "export", "--agent-server", conversation, target],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (conversations_path / conversation / "meta.json").is_file()
+    plain = start_agent_server("P", tmp_path / "P", None)
+    with stopped(plain):
+        assert plain.get("/api/conversations/count") == 1
+        assert [e["id"] for e in plain.events(conversation)] == stored
+        plain.send_message(conversation, "continue on a plain server")
+        plain.wait_finished(conversation)
+        assert [e["id"] for e in plain.events(conversation)][: len(stored)] == stored
+        assert len(plain.events(conversation)) > len(stored)

@@ -20,7 +20,7 @@ from viewstore.cli.app import (
 )
 from viewstore.cli.render import new_table, print_table
 from viewstore.errors import ConcurrencyError, ImportFileError, StorageError, ViewstoreError
-from viewstore.importers.export import stored_base_state, write_conversation_folder
+from viewstore.importers.export import server_meta, stored_base_state, write_conversation_folder
 from viewstore.importers.openhands import (
     ConversationFolder,
     find_conversation_folders,
@@ -147,12 +147,27 @@ def import_(state: Context, paths: tuple[Path, ...], as_json: bool) -> None:
     help="Write one event per line to the file OUT (- for stdout) instead of a folder.",
 )
 @click.option("--force", is_flag=True, help="Overwrite an existing non-empty conversation folder.")
+@click.option(
+    "--agent-server",
+    "for_server",
+    is_flag=True,
+    help="Also write meta.json, so that an openhands-agent-server whose conversations_path "
+    "is OUT lists and runs the conversation.",
+)
 @json_option
 @pass_state
 def export(  # noqa: PLR0917 (click passes the options positionally by name)
-    state: Context, conversation: str, out: Path, jsonl: bool, force: bool, as_json: bool
+    state: Context,
+    conversation: str,
+    out: Path,
+    jsonl: bool,
+    force: bool,
+    for_server: bool,
+    as_json: bool,
 ) -> None:
     """Write a conversation back as an OpenHands folder OUT/<conversation>/ (or JSONL)."""
+    if jsonl and for_server:
+        raise UserError("--agent-server writes a folder: it cannot go with --jsonl")
     stored = state.store.events(conversation)
     if jsonl:
         text = "".join(event.payload_json + "\n" for event in stored)
@@ -174,8 +189,19 @@ def export(  # noqa: PLR0917 (click passes the options positionally by name)
     base_state = (
         None if kept is None else stored_base_state(key, stored, kept.payload, kept.at_version)
     )
+    meta = None
+    if for_server:
+        row = state.store.server_conversation(key)
+        meta = server_meta(key, None if row is None else row.meta, base_state)
+        if meta is None:
+            raise UserError(
+                f"conversation {key!r} has no base state with a workspace: an agent server "
+                "could not run it"
+            )
     try:
-        target = write_conversation_folder(out, key, stored, overwrite=force, base_state=base_state)
+        target = write_conversation_folder(
+            out, key, stored, overwrite=force, base_state=base_state, meta=meta
+        )
     except ImportFileError as error:
         raise UserError(f"{error.path}: {error.reason}") from error
     except OSError as error:

@@ -68,6 +68,24 @@ def stored_base_state(
     return state
 
 
+#: The agent server's record of a conversation, beside its base state (docs/agent-servers.md).
+META = "meta.json"
+
+
+def server_meta(
+    conversation_id: str, stored: str | None, base_state: dict[str, Any] | None
+) -> str | None:
+    """The ``meta.json`` a plain ``openhands-agent-server`` needs to list and run the
+    conversation: the one a store-backed server kept, else the least it accepts (the id and
+    the base state's workspace; the agent is in the base state). None without either."""
+    if stored is not None:
+        return stored
+    workspace = None if base_state is None else base_state.get("workspace")
+    if not isinstance(workspace, dict) or not isinstance(workspace.get("working_dir"), str):
+        return None
+    return json.dumps({"id": uuid_text(conversation_id), "workspace": workspace})
+
+
 def write_conversation_folder(
     out: Path,
     conversation_id: str,
@@ -75,10 +93,12 @@ def write_conversation_folder(
     *,
     overwrite: bool = False,
     base_state: dict[str, Any] | None = None,
+    meta: str | None = None,
 ) -> Path:
     """Write ``<out>/<conversation id>/`` in the SDK layout; event files hold the stored JSON
-    text byte for byte. ``base_state`` is written as given, else a minimal one. Refuses to
-    write into a non-empty folder unless ``overwrite``."""
+    text byte for byte. ``base_state`` is written as given, else a minimal one; ``meta``, the
+    agent server's ``meta.json``, if given. Refuses to write into a non-empty folder unless
+    ``overwrite``."""
     try:
         new_conversation_key(conversation_id)
     except InvalidArgumentError as error:
@@ -105,6 +125,8 @@ def write_conversation_folder(
     _create_empty(events_dir / f".eventlog-len-{len(events)}.marker")
     state = base_state if base_state is not None else minimal_base_state(conversation_id, events)
     _write_text(target / BASE_STATE, json.dumps(state, ensure_ascii=False))
+    if meta is not None:
+        _write_text(target / META, meta)
     return out / conversation_id
 
 
