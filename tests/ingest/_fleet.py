@@ -7,10 +7,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -297,6 +299,7 @@ class AgentServer:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait()
+        self._end_tmux()
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -306,6 +309,20 @@ class AgentServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        self._end_tmux()
+
+    def _end_tmux(self) -> None:
+        """The terminal tool's tmux servers outlive their agent server (a killed one always):
+        end those of this server's own tmux folder."""
+        if self.process is None:
+            return
+        folder = Path(tempfile.gettempdir()) / f"openhands-agent-server-{self.process.pid}"
+        for path in folder.glob("tmux-*/*"):
+            if path.is_socket():
+                subprocess.run(
+                    ["tmux", "-S", str(path), "kill-server"], check=False, capture_output=True
+                )
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def start_agent_server(
