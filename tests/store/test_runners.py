@@ -4,10 +4,7 @@ to others while it lasts, taken over one generation later once it expired, relea
 every write of a server fenced by its generation; the server's metadata and times, listed
 keyset-paged in either order and direction and filtered by the base state's execution status;
 erased with the conversation, forgotten without its events. And processes claiming one
-conversation at once: exactly one wins.
-
-Not ``ASYNC_TOO``: ``AsyncEventStore`` has no runner methods (the agent server calls the
-blocking store from its threads)."""
+conversation at once: exactly one wins."""
 
 from __future__ import annotations
 
@@ -33,6 +30,7 @@ from viewstore.store.adapters.runners import Order, RunnerClaim, ServerConversat
 from ..ops._helpers import message
 
 PARTITIONED_TOO = True
+ASYNC_TOO = True
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 #: A lease no test outlives.
 LONG = 600.0
