@@ -13,8 +13,8 @@ footprint-design-sqlite.json, footprint-design-postgresql.json, append-floor-sql
 server-append.json,
 async-sqlite.json, async-postgresql.json, partitions.json, follow-sqlite.json,
 follow-postgresql.json, openhands-sqlite.json /
-openhands-postgresql.json where the OpenHands SDK is installed, and ingest.json where
-openhands-agent-server is: ``.venv-agent-server``).
+openhands-postgresql.json where the OpenHands SDK is installed, and ingest.json and
+agent-servers.json where openhands-agent-server is: ``.venv-agent-server``).
 ``--quick`` shrinks every size, for a smoke test of the suite itself: its figures mean nothing.
 """
 
@@ -90,6 +90,29 @@ def _ingest(server_url: str, results: Path, quick: bool) -> None:
         raise RuntimeError(f"the ingest stored conversations unlike their servers' logs: {output}")
 
 
+#: Agent servers on the store against on disk: 2-step runs, 20 conversations listed, a 200-event
+#: takeover (the module's own --quick sizes).
+QUICK_AGENT_SERVERS = ["--quick"]
+
+
+def _agent_servers(server_url: str | None, results: Path, quick: bool) -> None:
+    """Agent servers on the store against on disk (bench_agent_servers), where the agent server
+    can be imported: on SQLite, and on PostgreSQL when a server is given (a scratch database
+    on it)."""
+    try:
+        from benchmarks import bench_agent_servers  # noqa: PLC0415 - needs openhands-agent-server
+    except ImportError as error:
+        print(f"(no agent-server measures: openhands-agent-server is not importable: {error})")
+        return
+    output = results / "agent-servers.json"
+    if bench_agent_servers.main(
+        ["--output", str(output)]
+        + ["--postgres-url", server_url or ""]  # "": SQLite only, whatever the environment
+        + (QUICK_AGENT_SERVERS if quick else [])
+    ):
+        raise RuntimeError(f"the agent servers' benchmark found problems: {output}")
+
+
 QUICK_WEB = ["--events", "600", "--repeat", "2"]
 QUICK_PRUNE = ["--conversations", "5", "--events", "20"]
 #: The suite grows a small store; ``python -m benchmarks.bench_scale`` alone goes to 100,000.
@@ -149,6 +172,8 @@ def _run(postgres_url: str | None, quick: bool, scratch: Path) -> int:
     print("\n== pure view engine", flush=True)
     bench_view.main([*(QUICK_VIEW if quick else []), "--output", str(results / "view.json")])
     _sqlite(quick, scratch, results)
+    print("\n== agent servers on the store against on disk, SQLite and PostgreSQL", flush=True)
+    _agent_servers(postgres_url, results, quick)
     if not postgres_url:
         print("\n(no PostgreSQL: pass --postgres-url or set VIEWSTORE_TEST_POSTGRES_URL)")
         return 0
