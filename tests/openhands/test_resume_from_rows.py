@@ -156,7 +156,11 @@ def test_the_resume_from_rows_on_random_streams(
         events = _legacy(texts) if legacy else _chained(texts)
         folder = tmp_path_factory.mktemp("s")
         files, rows, served = _both_resumes(store, folder, events, legacy=legacy)
-        assert served or (legacy and events[-1].kind == STATE_UPDATE_KIND)
+        # Not served, and folded by the SDK: a log of state updates only (no HEAD), and one
+        # without parent ids that ends with one (off the SDK's branch).
+        nothing_but_updates = all(event.kind == STATE_UPDATE_KIND for event in events)
+        ends_off_branch = legacy and events[-1].kind == STATE_UPDATE_KIND
+        assert served or nothing_but_updates or ends_off_branch
         assert rows == files
 
 
