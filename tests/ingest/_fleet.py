@@ -265,12 +265,35 @@ class AgentServer:
         assert status in (200, 201), (status, body)
 
     def wait_finished(self, conversation: str, timeout: float = 120) -> None:
+        """Until the conversation is finished and its log says so and has stopped growing.
+        The SDK sets the status before it appends the state update that records it, so a
+        log read as soon as the status reads "finished" may lack its last event."""
+
         def finished() -> bool:
             status = self.get(f"/api/conversations/{conversation}")["execution_status"]
             assert status not in ("error", "stuck"), (status, self.log_tail())
             return bool(status == "finished")
 
         wait_until(finished, timeout, f"{self.name}/{conversation} to finish")
+        seen: list[int] = []
+
+        def logged() -> bool:
+            log = self.events(conversation)
+            updates = [
+                e
+                for e in log
+                if e.get("kind") == "ConversationStateUpdateEvent"
+                and e.get("key") == "execution_status"
+            ]
+            seen.append(len(log))
+            recorded = bool(updates) and updates[-1].get("value") == "finished"
+            return recorded and len(seen) >= 3 and seen[-1] == seen[-2] == seen[-3]
+
+        # The last call's stats update is posted from a worker thread and may land after the
+        # end: the log must also hold still for a second.
+        wait_until(
+            logged, timeout, f"{self.name}/{conversation}'s log to record its end", interval=0.5
+        )
 
     def events(self, conversation: str) -> list[dict[str, Any]]:
         """The server's log, every page of its REST search."""
