@@ -53,7 +53,7 @@ from benchmarks.bench_store import (
 )
 from benchmarks.wal_pages import pages_per_call
 from viewstore import EventStore
-from viewstore.projector import ProjectionState
+from viewstore.domain.projector import ProjectionState
 from viewstore.store.append import fast_path
 from viewstore.store.append.batch import parse_batch
 from viewstore.store.append.tails import Tail

@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from viewstore.events import Event, parse_event
-from viewstore.view import View
+from viewstore.domain.events import Event, parse_event
+from viewstore.domain.view import View
 
 RESULTS = Path(__file__).resolve().parent / "results" / "view.json"
 TARGET_RATIO = 1.15

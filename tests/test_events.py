@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from viewstore.errors import InvalidEventError, PayloadTooLargeError, ViewstoreError
-from viewstore.events import KIND_ROLES, MAX_ID_LENGTH, Event, Role, parse_event
-from viewstore.view import View
+from viewstore.domain.errors import InvalidEventError, PayloadTooLargeError, ViewstoreError
+from viewstore.domain.events import KIND_ROLES, MAX_ID_LENGTH, Event, Role, parse_event
+from viewstore.domain.view import View
 
 ROLES: dict[str, Role] = {
     "SystemPromptEvent": Role.MESSAGE,
@@ -418,7 +418,7 @@ def test_a_stored_payload_rebuilds_the_event_parse_event_made() -> None:
     """``stored_event`` (a view read's rebuild, revision 0023) takes every field from where
     ``parse_event`` took it: equal Events for every event of the vectors a view can hold, the
     summaries their condensations insert included."""
-    from viewstore.events import stored_event, summary_event  # noqa: PLC0415
+    from viewstore.domain.events import stored_event, summary_event  # noqa: PLC0415
 
     cases = sorted((Path(__file__).parent / "data" / "vectors" / "cases").glob("*.jsonl"))
     rebuilt = 0

@@ -12,9 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from viewstore import InvalidEventError, View, parse_event
-from viewstore.errors import ImportFileError
-from viewstore.importers.openhands import ConversationFolder, read_events
-from viewstore.jsontext import (
+from viewstore.domain.errors import ImportFileError
+from viewstore.domain.jsontext import (
     MAX_JSON_DEPTH,
     DuplicateKeyError,
     JsonTooDeepError,
@@ -22,6 +21,7 @@ from viewstore.jsontext import (
     check_value_depth,
     loads_strict,
 )
+from viewstore.importers.openhands import ConversationFolder, read_events
 
 
 def depth(value: Any) -> int:

@@ -22,7 +22,7 @@ logging.getLogger("viewstore").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from viewstore.aio import AsyncEventStore
-    from viewstore.errors import (
+    from viewstore.domain.errors import (
         AuthenticationError,
         ChainMismatchError,
         CheckpointError,
@@ -51,7 +51,8 @@ if TYPE_CHECKING:
         UnsupportedDatabaseError,
         ViewstoreError,
     )
-    from viewstore.events import Event, Role, parse_event
+    from viewstore.domain.events import Event, Role, parse_event
+    from viewstore.domain.view import ManipulationIndices, View
     from viewstore.retry import append_with_retry
     from viewstore.store import (
         AppendResult,
@@ -68,9 +69,8 @@ if TYPE_CHECKING:
     )
     from viewstore.store.database.engine import create_engine_for as create_engine
     from viewstore.store.read.feed import FeedEntry
-    from viewstore.view import ManipulationIndices, View
 
-_ERRORS = "viewstore.errors"
+_ERRORS = "viewstore.domain.errors"
 _STORE = "viewstore.store"
 #: Each public name, and the module it comes from (``create_engine`` is renamed).
 _WHERE = {
@@ -92,16 +92,16 @@ _WHERE = {
     "DamagedBaseStateError": _ERRORS,
     "DatabaseNotFoundError": _ERRORS,
     "DuplicateEventError": _ERRORS,
-    "Event": "viewstore.events",
+    "Event": "viewstore.domain.events",
     "EventStore": _STORE,
     "FeedEntry": "viewstore.store.read.feed",
     "InvalidArgumentError": _ERRORS,
     "InvalidEventError": _ERRORS,
-    "ManipulationIndices": "viewstore.view",
+    "ManipulationIndices": "viewstore.domain.view",
     "MissingExtraError": _ERRORS,
     "NoManipulationIndexError": _ERRORS,
     "PayloadTooLargeError": _ERRORS,
-    "Role": "viewstore.events",
+    "Role": "viewstore.domain.events",
     "SchemaError": _ERRORS,
     "SchemaMismatchError": _ERRORS,
     "ServerUnreachableError": _ERRORS,
@@ -115,12 +115,12 @@ _WHERE = {
     "UnredactablePathError": _ERRORS,
     "UnsupportedDatabaseError": _ERRORS,
     "VerifyReport": _STORE,
-    "View": "viewstore.view",
+    "View": "viewstore.domain.view",
     "ViewPage": _STORE,
     "ViewstoreError": _ERRORS,
     "append_with_retry": "viewstore.retry",
     "create_engine": "viewstore.store.database.engine",
-    "parse_event": "viewstore.events",
+    "parse_event": "viewstore.domain.events",
 }
 _RENAMED = {"create_engine": "create_engine_for"}
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from viewstore.errors import ConversationNotFoundError
+from viewstore.domain.errors import ConversationNotFoundError
 from viewstore.store import EventStore, StoredView
 
 SYSTEM_PROMPT = (

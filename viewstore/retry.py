@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from viewstore.errors import (
+from viewstore.domain.errors import (
     ConcurrencyError,
     ConversationNotFoundError,
     InvalidArgumentError,
     TransientStorageError,
 )
-from viewstore.pause import pause
 from viewstore.store.append.batch import EventInput
 from viewstore.store.inputs import check_integer, new_conversation_key
+from viewstore.store.pause import pause
 from viewstore.store.records import AppendResult, StoredView
 
 if TYPE_CHECKING:
@@ -55,19 +55,19 @@ def append_with_retry(
     3. appends them with ``expected_version`` = the version that was read, so the append only
        goes through if nobody else appended in between.
 
-    On :class:`~viewstore.errors.ConcurrencyError` the loop sleeps a random time in
+    On :class:`~viewstore.domain.errors.ConcurrencyError` the loop sleeps a random time in
     ``[0, min(max_backoff, backoff * 2**n))`` (full jitter, ``n`` = attempts so far), calls
     ``on_conflict(error, n)`` if given (for metrics), and starts over with a fresh read, so
     ``decide`` always sees the state it is deciding on. ``decide`` may be called several times
     and must not have side effects that matter beyond its return value.
 
-    On :class:`~viewstore.errors.TransientStorageError` (a lost connection, a server restart, a
-    lock wait that timed out...) it sleeps the same way and calls ``on_transient(error, n)``.
-    A read that failed is read again. An append that failed is sent again *as it was*, same
-    events, same expected version, without calling ``decide`` again: the failure may have
-    hidden a commit that went through, and a batch already stored is then a no-op, so the
-    events are stored once whatever happened (a fresh decision could choose new ids and store
-    them twice).
+    On :class:`~viewstore.domain.errors.TransientStorageError` (a lost connection, a server
+    restart, a lock wait that timed out...) it sleeps the same way and calls
+    ``on_transient(error, n)``. A read that failed is read again. An append that failed is
+    sent again *as it was*, same events, same expected version, without calling ``decide``
+    again: the failure may have hidden a commit that went through, and a batch already stored
+    is then a no-op, so the events are stored once whatever happened (a fresh decision could
+    choose new ids and store them twice).
 
     After ``attempts`` failures in all the last error is raised. Every other error (bad input,
     a duplicate id, a permanent storage failure) is raised at once: retrying cannot fix it.

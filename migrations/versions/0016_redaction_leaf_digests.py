@@ -4,7 +4,7 @@ Revision ID: 0016
 Revises: 0015
 Create Date: 2026-11-25
 
-Events appended from now on are hashed under chain scheme 2 (``viewstore/chain.py``): over
+Events appended from now on are hashed under chain scheme 2 (``viewstore/domain/chain.py``): over
 the digest of their exact text and over a *content root*, the digest of their JSON value with
 every string value replaced by that string's leaf digest. A redaction of such an event records
 in ``leaf_digests`` (JSON text: an object of leaf digests by JSON Pointer) the digest of each

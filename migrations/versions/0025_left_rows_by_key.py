@@ -7,7 +7,7 @@ Create Date: 2026-11-27
 Revision 0019 gave the rows that left a view two partial indexes, for a resume computed from
 rows. One of them, ``ix_view_entries_left`` on ``(conversation_id, seq)``, served the stretch
 of the log around the view's tool events. An event's row is keyed by its seq for life
-(``viewstore.order_key``: ``order_key`` is the seq written in 16 digits), so the same stretch
+(``viewstore.domain.order_key``: ``order_key`` is the seq written in 16 digits), so the same stretch
 is a range of the primary key ``(conversation_id, order_key)``, which every row is in anyway.
 On a condensed conversation, where nearly every row has left the view, the index was one entry
 per event: 47 bytes an event on SQLite, 78 on PostgreSQL (docs/schema.md). The other index,

@@ -55,9 +55,9 @@ def test_help_lists_every_command_without_importing_them() -> None:
 _APPEND_MACHINERY = (
     "pydantic",
     "alembic",
-    "viewstore.events",
-    "viewstore.projector",
-    "viewstore.view",
+    "viewstore.domain.events",
+    "viewstore.domain.projector",
+    "viewstore.domain.view",
     "viewstore.store.append.rows",
     "viewstore.store.append.fast_path",
     "viewstore.store.append.batch",

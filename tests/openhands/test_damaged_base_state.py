@@ -17,7 +17,7 @@ from sqlalchemy import create_engine, update
 from tests.cli._helpers import invoke, one_line_error
 from tests.openhands._agent import make_agent
 from viewstore import EventStore
-from viewstore.errors import DamagedBaseStateError, ViewstoreError
+from viewstore.domain.errors import DamagedBaseStateError, ViewstoreError
 from viewstore.openhands import open_conversation
 from viewstore.store.database.schema import base_states
 

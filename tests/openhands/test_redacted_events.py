@@ -16,8 +16,8 @@ from openhands.sdk.event import Event as SdkEvent
 
 from tests.openhands._agent import make_agent, sdk_view, store_view
 from viewstore import EventStore, parse_event
+from viewstore.domain.scrub import MARK, redacted_payload
 from viewstore.openhands import open_conversation
-from viewstore.store.lifecycle.scrub import MARK, redacted_payload
 
 
 def _reference_events(vectors_dir: Path) -> list[str]:

@@ -2,7 +2,7 @@
 
 A redaction by JSON Pointer never replaces a string the whole-content redaction keeps: the
 envelope, and the names of types, roles and tools, ids and enumerated states at any depth
-(``viewstore.store.lifecycle.scrub``). A path at (or into) one of them is refused with
+(``viewstore.domain.scrub``). A path at (or into) one of them is refused with
 ``UnredactablePathError``; a path at an object or array redacts what is inside except those.
 Proved three ways against the real OpenHands SDK:
 
@@ -34,9 +34,9 @@ from openhands.sdk.event import Event as SdkEvent
 from tests.openhands._agent import make_agent, sdk_view, store_view
 from tests.openhands.test_redacted_events import _reference_events
 from viewstore import EventStore, InvalidArgumentError, UnredactablePathError, parse_event
-from viewstore.events import Event
+from viewstore.domain.events import Event
+from viewstore.domain.scrub import ENVELOPE, KEPT_ANYWHERE, MARK, redacted_payload
 from viewstore.openhands import open_conversation
-from viewstore.store.lifecycle.scrub import ENVELOPE, KEPT_ANYWHERE, MARK, redacted_payload
 
 
 def _pointed(value: Any, at: str = "") -> Iterator[tuple[str, Any]]:

@@ -31,7 +31,7 @@ from openhands.sdk.workspace import LocalWorkspace
 from tests.openhands.test_sdk_vectors import STREAMS
 from tests.view.test_hypothesis import NON_LLM_KINDS, streams
 from viewstore import EventStore
-from viewstore.events import Event
+from viewstore.domain.events import Event
 from viewstore.openhands import ViewstoreFileStore
 from viewstore.openhands.sdk_internals import STATE_UPDATE_KIND, StoredIndicesView
 

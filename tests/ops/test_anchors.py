@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import Connection, create_engine, text
 
 from viewstore import CheckpointError, EventStore
-from viewstore.chain import GENESIS, chain_hash
+from viewstore.domain.chain import GENESIS, chain_hash
 
 from ..cli._helpers import invoke, one_line_error
 from ._helpers import condensed_history, guard_off, message

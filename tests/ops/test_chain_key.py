@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from viewstore import EventStore, InvalidArgumentError
-from viewstore.chain import GENESIS, chain_hash, event_hash
+from viewstore.domain.chain import GENESIS, chain_hash, event_hash
 
 from ._helpers import condensed_history, guard_off, message
 

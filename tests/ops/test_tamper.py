@@ -45,7 +45,7 @@ def _delete_event(conn: Connection) -> None:
 
 def _rehash_edit(conn: Connection) -> None:
     """An edit that also rewrites the row's own hash (but not the later ones)."""
-    from viewstore.chain import chain_hash  # noqa: PLC0415
+    from viewstore.domain.chain import chain_hash  # noqa: PLC0415
 
     prev = conn.execute(
         text("SELECT hash FROM events WHERE conversation_id = 'c' AND seq = 2")

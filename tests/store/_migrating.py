@@ -20,8 +20,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from viewstore import EventStore
+from viewstore.domain.view import View
 from viewstore.store import StoredView
-from viewstore.view import View
 
 from ._helpers import layout_url
 

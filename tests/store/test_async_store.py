@@ -230,7 +230,7 @@ def test_the_sqlite_fast_path_is_the_same_sent_whole_or_call_by_call(
     """The SQLite fast path's transaction goes to aiosqlite's thread in one hand-off, or (where
     aiosqlite's private calls are missing) one call at a time: the same rows either way, a
     stale tail and a stored id still refused by the transaction, nothing left open."""
-    from viewstore.aio import sqlite as aio_sqlite  # noqa: PLC0415
+    from viewstore.store.database import aiosqlite_thread as aio_sqlite  # noqa: PLC0415
 
     monkeypatch.setattr(aio_sqlite, "WHOLE", whole)
     sent = []

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import text
 
 from viewstore import EventStore, InvalidEventError, StorageError
-from viewstore.events import parse_event
+from viewstore.domain.events import parse_event
 from viewstore.store.append import fast_path
 from viewstore.store.database.schema import condensation_forgotten, events, view_entries
 

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import text
 
 from viewstore import EventStore
-from viewstore.errors import (
+from viewstore.domain.errors import (
     ConversationErasedError,
     ConversationNotFoundError,
     ConversationOwnedError,

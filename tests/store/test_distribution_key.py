@@ -23,7 +23,7 @@ from sqlalchemy import event, text
 
 import viewstore
 from viewstore import EventStore
-from viewstore.errors import ConcurrencyError
+from viewstore.domain.errors import ConcurrencyError
 from viewstore.store.database import translate
 
 ON_POSTGRES = (

@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import text
 
 from viewstore import ConcurrencyError, DuplicateEventError, EventStore
-from viewstore.projector import ProjectionState
+from viewstore.domain.projector import ProjectionState
 from viewstore.store import event_store
 from viewstore.store.append import fast_path, server_append, tails
 from viewstore.store.append.batch import parse_batch

@@ -20,7 +20,7 @@ from hypothesis.stateful import (
 )
 
 from viewstore import ConversationHasForksError, EventStore, InvalidArgumentError
-from viewstore.store.lifecycle.scrub import MARK
+from viewstore.domain.scrub import MARK
 
 from ._helpers import A, C, M, O, Payload, U, triple
 

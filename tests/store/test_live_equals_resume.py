@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from tests.view._helpers import A, C, M, O, S, U, X
 from tests.view.test_hypothesis import streams
 from viewstore import EventStore
-from viewstore.events import Event
-from viewstore.view import View
+from viewstore.domain.events import Event
+from viewstore.domain.view import View
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import Connection, text
 
 from viewstore import EventStore
-from viewstore.view import View
+from viewstore.domain.view import View
 
 from ._helpers import LAYOUTS, layout_url
 from .test_migrations import downgrade, drift, upgrade

@@ -20,7 +20,7 @@ from viewstore import (
     Redaction,
     UnredactablePathError,
 )
-from viewstore.store.lifecycle.scrub import MARK
+from viewstore.domain.scrub import MARK
 
 from ..ops._helpers import action, condensed_history, guard_off, message, observation
 from ._helpers import appending_meanwhile, triple

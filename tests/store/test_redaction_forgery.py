@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from sqlalchemy import Connection, insert, select, text, update
 
 from viewstore import EventStore, InvalidArgumentError
-from viewstore.chain import (
+from viewstore.domain import leaves
+from viewstore.domain.chain import (
     GENESIS,
     chain_hash,
     chain_hash2,
@@ -27,11 +28,10 @@ from viewstore.chain import (
     leaf_digest,
     text_digest,
 )
-from viewstore.events import canonical_json
+from viewstore.domain.events import canonical_json
+from viewstore.domain.scrub import MARK, digest
 from viewstore.store.database.schema import conversations, events, redactions, view_entries
-from viewstore.store.lifecycle import leaves
 from viewstore.store.lifecycle.redaction import record_hash
-from viewstore.store.lifecycle.scrub import MARK, digest
 
 from ..ops._helpers import action, guard_off, message, observation
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from viewstore import EventStore
-from viewstore.errors import (
+from viewstore.domain.errors import (
     ConversationErasedError,
     InvalidArgumentError,
     RunnerHeldError,

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import text
 
 from viewstore import EventStore, Role, SchemaError, StorageError, StoredView
-from viewstore.projector import ViewEntry
+from viewstore.domain.projector import ViewEntry
 from viewstore.store.append import rows
 from viewstore.store.read import stored_events
 from viewstore.store.read.stored_events import StoredEvents

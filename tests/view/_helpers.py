@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from viewstore.events import Event, parse_event
-from viewstore.view import View
+from viewstore.domain.events import Event, parse_event
+from viewstore.domain.view import View
 
 
 def _event(payload: dict[str, Any]) -> Event:

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import sys
 
-from viewstore.events import Event
-from viewstore.view import View, full_indices
+from viewstore.domain.events import Event
+from viewstore.domain.view import View, full_indices
 
 from ._helpers import A, C, M, O, S, U
 

@@ -18,15 +18,15 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from viewstore.events import Event, parse_event
-from viewstore.view import (
+from viewstore.domain.events import Event, parse_event
+from viewstore.domain.view import (
     IndexTracker,
     TrackerState,
     View,
     enforce_properties,
     full_indices,
 )
-from viewstore.view.properties import ALL_PROPERTIES
+from viewstore.domain.view.properties import ALL_PROPERTIES
 
 from ._helpers import A, C, E, J, M, O, R, S, U, X, ids
 

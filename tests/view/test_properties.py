@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from viewstore.errors import NoManipulationIndexError, ViewstoreError
-from viewstore.events import Event, parse_event, summary_event
-from viewstore.view import (
+from viewstore.domain.errors import NoManipulationIndexError, ViewstoreError
+from viewstore.domain.events import Event, parse_event, summary_event
+from viewstore.domain.view import (
     ManipulationIndices,
     View,
     condense,
@@ -24,7 +24,7 @@ from viewstore.view import (
     full_indices,
     summary_position,
 )
-from viewstore.view.properties import (
+from viewstore.domain.view.properties import (
     ALL_PROPERTIES,
     BatchAtomicityProperty,
     ObservationUniquenessProperty,

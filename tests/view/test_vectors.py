@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from viewstore.events import Event, parse_event
-from viewstore.view import View, active_branch, full_indices
+from viewstore.domain.events import Event, parse_event
+from viewstore.domain.view import View, active_branch, full_indices
 
 from ._helpers import read_expected, read_stream, rounds, view_digest
 

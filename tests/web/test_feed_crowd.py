@@ -19,7 +19,7 @@ from sqlalchemy import Engine, create_engine, text
 
 from tests.ops._helpers import settled_feed
 from viewstore import EventStore
-from viewstore.errors import InvalidArgumentError
+from viewstore.domain.errors import InvalidArgumentError
 from viewstore.store.database.engine import create_engine_for
 from viewstore.web import create_app
 from viewstore.web.feed_stream import MAX_STREAMS_ENV, RETRY_AFTER

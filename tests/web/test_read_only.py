@@ -14,7 +14,7 @@ from sqlalchemy.exc import ProgrammingError
 from starlette.testclient import TestClient
 
 from viewstore import EventStore
-from viewstore.errors import ViewstoreError
+from viewstore.domain.errors import ViewstoreError
 from viewstore.store.database.roles import role_name
 from viewstore.web import create_app
 from viewstore.web.readonly import VIEWER_TABLES

@@ -27,7 +27,7 @@ from ..store._helpers import A, C, M, O, S, U
 from ._serve import RawAnswer, Served, raw_get, serving
 
 CONVERSATION = "c1"
-LONG_EVENT = "e" * 512  # the longest event id there is (viewstore.events.MAX_ID_LENGTH)
+LONG_EVENT = "e" * 512  # the longest event id there is (viewstore.domain.events.MAX_ID_LENGTH)
 
 #: Routes with a conversation id in their path.
 BY_CONVERSATION = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from viewstore import EventStore
-from viewstore.errors import ConversationNotFoundError, InvalidArgumentError
+from viewstore.domain.errors import ConversationNotFoundError, InvalidArgumentError
 
 from ._data import populate
 

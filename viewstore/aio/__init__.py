@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 
-from viewstore.errors import MissingExtraError
+from viewstore.domain.errors import MissingExtraError
 
 try:
     # SQLAlchemy's asyncio layer runs on greenlet; without it SQLAlchemy's own ImportError

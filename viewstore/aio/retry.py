@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from viewstore import retry
-from viewstore.errors import ConcurrencyError, TransientStorageError
+from viewstore.domain.errors import ConcurrencyError, TransientStorageError
 from viewstore.store.records import AppendResult, StoredView
 
 if TYPE_CHECKING:

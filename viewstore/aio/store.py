@@ -7,7 +7,7 @@ the event loop, and the loop runs other tasks meanwhile. ``AsyncEventStore`` kee
 ``EventStore`` on that engine and runs each of its methods that way (``greenlet_spawn``). So
 both stores run one definition of every statement, plan, check, retry and error translation:
 the append's fast path and its server-side call, the locked ordinary path, the reads, the
-audits. Only the waiting differs (viewstore/pause.py).
+audits. Only the waiting differs (viewstore/store/pause.py).
 
 Cancellation never reaches that blocking code: each call runs in a task of its own, which a
 cancelled caller leaves running to its end (viewstore/aio/calls.py, docs/asyncio.md). Only a

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from viewstore import __version__
-from viewstore.errors import SchemaError, SchemaMismatchError, ViewstoreError
+from viewstore.domain.errors import SchemaError, SchemaMismatchError, ViewstoreError
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -24,10 +24,10 @@ from viewstore.cli.app import (
     json_option,
     pass_state,
 )
-from viewstore.errors import DuplicateEventError, InvalidEventError
+from viewstore.domain.errors import DuplicateEventError, InvalidEventError
 
 if TYPE_CHECKING:
-    from viewstore.events import Event
+    from viewstore.domain.events import Event
     from viewstore.store.records import VerifyReport
 
 
@@ -51,7 +51,7 @@ def init(state: Context, partitions: int | None, as_json: bool) -> None:
 
 
 def _read_jsonl(handle: IO[str], name: str, max_bytes: int) -> tuple[list[Event], list[int]]:
-    from viewstore.events import parse_event  # noqa: PLC0415 - start-up time
+    from viewstore.domain.events import parse_event  # noqa: PLC0415 - start-up time
 
     text = handle.read()
     events: list[Event] = []

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import click
 
 from viewstore.cli.app import Context, UserError, cli, json_option, pass_state, printable
-from viewstore.errors import ConversationHasForksError
+from viewstore.domain.errors import ConversationHasForksError
 
 _DURATION = re.compile(r"^\s*(\d{1,6})\s*([dhms])\s*$")
 _UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}

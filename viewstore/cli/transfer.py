@@ -19,7 +19,7 @@ from viewstore.cli.app import (
     printable,
 )
 from viewstore.cli.render import new_table, print_table
-from viewstore.errors import ConcurrencyError, ImportFileError, StorageError, ViewstoreError
+from viewstore.domain.errors import ConcurrencyError, ImportFileError, StorageError, ViewstoreError
 from viewstore.importers.export import server_meta, stored_base_state, write_conversation_folder
 from viewstore.importers.openhands import (
     ConversationFolder,

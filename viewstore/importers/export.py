@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from viewstore.errors import ImportFileError, InvalidArgumentError
-from viewstore.events import STATE_UPDATE_KIND
+from viewstore.domain.errors import ImportFileError, InvalidArgumentError
+from viewstore.domain.events import STATE_UPDATE_KIND
 from viewstore.importers.openhands import (
     BASE_STATE,
     EVENT_FILE,

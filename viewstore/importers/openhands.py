@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from viewstore.errors import ImportFileError, InvalidEventError
-from viewstore.events import STATE_UPDATE_KIND, Event, parse_event
+from viewstore.domain.errors import ImportFileError, InvalidEventError
+from viewstore.domain.events import STATE_UPDATE_KIND, Event, parse_event
 
 EVENT_FILE = re.compile(r"^event-(\d{5,})-(.+)\.json$")
 EVENTS_DIR = "events"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from viewstore.errors import AgentServerError
+from viewstore.domain.errors import AgentServerError
 from viewstore.ingest.sources import Source
 
 PAGE_LIMIT = 100  # the server's own maximum

@@ -47,7 +47,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from viewstore.errors import (
+from viewstore.domain.errors import (
     AgentServerError,
     ConversationErasedError,
     ConversationOwnedError,
@@ -56,7 +56,7 @@ from viewstore.errors import (
     SourceMismatchError,
     ViewstoreError,
 )
-from viewstore.events import id_problem
+from viewstore.domain.events import id_problem
 from viewstore.ingest import info
 from viewstore.ingest.agent_server import AgentServerClient
 from viewstore.ingest.metrics import Metrics

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from viewstore.errors import (
+from viewstore.domain.errors import (
     AgentServerError,
     ConcurrencyError,
     ConversationNotFoundError,

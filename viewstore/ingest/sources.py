@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from viewstore.errors import InvalidArgumentError
+from viewstore.domain.errors import InvalidArgumentError
 
 SOURCES_ENV = "VIEWSTORE_INGEST_SOURCES"
 SOURCE_HEADER = "x-viewstore-source"

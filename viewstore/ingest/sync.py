@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from viewstore.errors import (
+from viewstore.domain.errors import (
     AgentServerError,
     ConversationErasedError,
     ConversationOwnedError,

@@ -10,7 +10,7 @@ from openhands.sdk import LocalConversation
 from openhands.sdk.agent.base import AgentBase
 from openhands.sdk.workspace import LocalWorkspace
 
-from viewstore.errors import InvalidArgumentError
+from viewstore.domain.errors import InvalidArgumentError
 from viewstore.openhands.file_store import ViewstoreFileStore
 from viewstore.store import EventStore
 

@@ -37,13 +37,13 @@ from typing import Any
 from openhands.sdk.context.view import View
 from openhands.sdk.io import FileStore
 
-from viewstore.errors import ConversationNotFoundError, InvalidArgumentError
-from viewstore.events import parse_event
+from viewstore.domain.errors import ConversationNotFoundError, InvalidArgumentError
+from viewstore.domain.events import parse_event
+from viewstore.domain.view.branch import branch_positions
 from viewstore.importers.openhands import move_head
 from viewstore.openhands import sdk_internals as sdk
 from viewstore.store import EventStore
 from viewstore.store.inputs import conversation_key
-from viewstore.view.branch import branch_positions
 
 _FIRST_WINDOW = 256  # events per read query at first; doubles on each later miss
 _MAX_WINDOW = 65_536

@@ -36,7 +36,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from viewstore.errors import RunnerHeldError, RunnerLostError, ViewstoreError
+from viewstore.domain.errors import RunnerHeldError, RunnerLostError, ViewstoreError
 from viewstore.openhands.file_store import ViewstoreFileStore
 from viewstore.store import EventStore
 from viewstore.store.adapters.runners import Order

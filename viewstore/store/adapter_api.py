@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
-from viewstore.errors import InvalidArgumentError
+from viewstore.domain.errors import InvalidArgumentError
 from viewstore.store.adapters import base_state, locks
 from viewstore.store.adapters.base_state import BaseState
 from viewstore.store.database.translate import translated

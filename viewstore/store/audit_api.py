@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from viewstore.kinds import STATE_UPDATE_KIND
+from viewstore.domain.kinds import STATE_UPDATE_KIND
 from viewstore.store.inputs import check_integer, conversation_key
 from viewstore.store.read import reads
 from viewstore.store.read.stored_events import StoredEvents
@@ -14,8 +14,8 @@ from viewstore.store.records import StoredView, VerifyReport
 from viewstore.store.store_core import ConversationId, StoreCore
 
 if TYPE_CHECKING:
-    from viewstore.events import Event
-    from viewstore.view import View
+    from viewstore.domain.events import Event
+    from viewstore.domain.view import View
 
 # Start-up time: the replay engine, verify, checkpoint and rebuild (and the events model) are
 # imported when called, as the append machinery is (see event_store).
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 class AuditMethods(StoreCore):
     def _log(self, key: str, as_of: int | None = None) -> tuple[int, list[Event]]:
-        from viewstore.events import parse_event  # noqa: PLC0415 - start-up time (event_store)
+        from viewstore.domain.events import parse_event  # noqa: PLC0415 - start-up time (event_store)
 
         if as_of is not None:
             check_integer("as_of", as_of)
@@ -48,8 +48,8 @@ class AuditMethods(StoreCore):
         which is what the OpenHands SDK's cold load computes for a log that is one branch
         (its active branch leaves them out: docs/semantics.md §9).
         """
+        from viewstore.domain.view import IndexTracker, View  # noqa: PLC0415 - start-up time (event_store)
         from viewstore.store.read import resume_check  # noqa: PLC0415 - start-up time (event_store)
-        from viewstore.view import IndexTracker, View  # noqa: PLC0415 - start-up time (event_store)
 
         key = conversation_key(conversation_id)
         with self._read() as conn:
@@ -71,7 +71,7 @@ class AuditMethods(StoreCore):
 
     def replay(self, conversation_id: ConversationId, *, as_of: int | None = None) -> StoredView:
         """The live view recomputed from the log by the pure engine (no view rows read)."""
-        from viewstore.view import View  # noqa: PLC0415 - start-up time (event_store)
+        from viewstore.domain.view import View  # noqa: PLC0415 - start-up time (event_store)
 
         key = conversation_key(conversation_id)
         version, log = self._log(key, as_of)

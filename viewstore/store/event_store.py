@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 
-from viewstore.errors import (
+from viewstore.domain.errors import (
     ConcurrencyError,
     DuplicateEventError,
     InvalidArgumentError,
@@ -49,8 +49,8 @@ from viewstore.store.store_core import ConversationId
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-    from viewstore.events import Event
-    from viewstore.projector import Projection, ProjectionState
+    from viewstore.domain.events import Event
+    from viewstore.domain.projector import Projection, ProjectionState
     from viewstore.store.append import fast_path
     from viewstore.store.append.batch import EventInput
 
@@ -156,7 +156,7 @@ class EventStore(
         self, key: str, batch: list[Event], expected: int | None
     ) -> AppendResult | None:
         """The fast path (see ``fast_path``), or None when this append cannot take it."""
-        from viewstore.projector import needs_view  # noqa: PLC0415 - start-up time
+        from viewstore.domain.projector import needs_view  # noqa: PLC0415 - start-up time
         from viewstore.store.append import fast_path  # noqa: PLC0415 - start-up time
 
         tail = self._tails.get(key)
@@ -218,7 +218,7 @@ class EventStore(
     ) -> tuple[AppendResult, Tail | None]:
         """The ordinary path in ``conn``'s transaction; with ``in_order``, it raises
         ``rows.Overtaken`` where its events would reach the feed before earlier ones."""
-        from viewstore.events import Role, parse_event  # noqa: PLC0415 - start-up time
+        from viewstore.domain.events import Role, parse_event  # noqa: PLC0415 - start-up time
         from viewstore.store.append import rows  # noqa: PLC0415 - start-up time
 
         now = datetime.now(UTC)
@@ -298,7 +298,7 @@ class EventStore(
         version: int,
     ) -> AppendResult | None:
         """An exact resend of events already stored right after ``expected``: a no-op."""
-        from viewstore.events import parse_event  # noqa: PLC0415 - start-up time
+        from viewstore.domain.events import parse_event  # noqa: PLC0415 - start-up time
         from viewstore.store.append import rows  # noqa: PLC0415 - start-up time
 
         if not batch or expected + len(batch) > version:
@@ -318,7 +318,7 @@ class EventStore(
         state: ProjectionState,
         numbered: list[tuple[int, Event]],
     ) -> Projection:
-        from viewstore.projector import needs_view, project  # noqa: PLC0415 - start-up time
+        from viewstore.domain.projector import needs_view, project  # noqa: PLC0415 - start-up time
         from viewstore.store.append import rows  # noqa: PLC0415 - start-up time
 
         if needs_view(e for _, e in numbered):

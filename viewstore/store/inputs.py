@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import uuid
 
-from viewstore.errors import InvalidArgumentError
+from viewstore.domain.errors import InvalidArgumentError
 
 DEFAULT_MAX_EVENT_BYTES = 64 * 1024 * 1024
 MAX_CONVERSATION_ID_LENGTH = 255

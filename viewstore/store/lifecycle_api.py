@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import overload
 
-from viewstore.errors import InvalidArgumentError
+from viewstore.domain.errors import InvalidArgumentError
 from viewstore.store.database import citus
 from viewstore.store.inputs import check_integer, conversation_key, new_conversation_key
 from viewstore.store.lifecycle import erasure

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from viewstore.store.read.stored_events import StoredEvents
 
 if TYPE_CHECKING:
-    from viewstore.events import Event
+    from viewstore.domain.events import Event
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from typing import Any, Self
 
 from sqlalchemy import Connection, Engine
 
-from viewstore.chain import resolve_key
-from viewstore.errors import InvalidArgumentError, UnsupportedDatabaseError
+from viewstore.domain.chain import resolve_key
+from viewstore.domain.errors import InvalidArgumentError, UnsupportedDatabaseError
 from viewstore.store.append.tails import Tails
 from viewstore.store.database import migrate, slow
 from viewstore.store.database.engine import (

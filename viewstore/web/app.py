@@ -21,7 +21,7 @@ from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from viewstore.errors import ConversationNotFoundError, InvalidArgumentError, ViewstoreError
+from viewstore.domain.errors import ConversationNotFoundError, InvalidArgumentError, ViewstoreError
 from viewstore.store import EventStore
 from viewstore.web import api, details, errors, feed_stream, pages
 from viewstore.web.feed_stream import FeedStreams

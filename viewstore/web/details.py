@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from viewstore.errors import InvalidArgumentError
+from viewstore.domain.errors import InvalidArgumentError
 from viewstore.store import EventStore
 from viewstore.store.read.catalogue import EXACT_COUNT_LIMIT, ConversationInfo, Order
 from viewstore.web.content import parse

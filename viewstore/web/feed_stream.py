@@ -26,7 +26,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from viewstore.errors import InvalidArgumentError
+from viewstore.domain.errors import InvalidArgumentError
 from viewstore.store import EventStore
 from viewstore.store.read.feed import FeedEntry
 from viewstore.store.read.follow import ListenTarget

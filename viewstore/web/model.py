@@ -10,7 +10,7 @@ import difflib
 from collections.abc import Iterable
 from typing import Any
 
-from viewstore.errors import InvalidArgumentError
+from viewstore.domain.errors import InvalidArgumentError
 from viewstore.store import EventStore, StoredEvent, StoredView
 from viewstore.web.content import blocks, parse
 

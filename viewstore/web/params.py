@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
-from viewstore.errors import InvalidArgumentError
-from viewstore.events import MAX_ID_LENGTH
+from viewstore.domain.errors import InvalidArgumentError
+from viewstore.domain.events import MAX_ID_LENGTH
 from viewstore.store.inputs import conversation_key
 from viewstore.store.read.catalogue import MAX_CURSOR
 from viewstore.web.model import check_text

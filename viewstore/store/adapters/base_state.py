@@ -13,7 +13,7 @@ from datetime import datetime
 from sqlalchemy import Connection, Engine, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from viewstore.errors import ConcurrencyError, DamagedBaseStateError, InvalidArgumentError
+from viewstore.domain.errors import ConcurrencyError, DamagedBaseStateError, InvalidArgumentError
 from viewstore.store.append.locking import lock_conversation
 from viewstore.store.database.schema import base_states, conversations
 from viewstore.store.database.translate import driver_errors

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 
 from sqlalchemy import Engine, text
 
-from viewstore.pause import acquire, pause
+from viewstore.store.pause import acquire, pause
 
 try:
     import fcntl

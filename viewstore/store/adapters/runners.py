@@ -24,7 +24,7 @@ from typing import Any, Literal
 from sqlalchemy import Connection, Row, and_, case, delete, func, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from viewstore.errors import InvalidArgumentError, RunnerHeldError, RunnerLostError
+from viewstore.domain.errors import InvalidArgumentError, RunnerHeldError, RunnerLostError
 from viewstore.store.append.locking import lock_conversation
 from viewstore.store.database.forgotten import pg_json
 from viewstore.store.database.schema import base_states, conversations, server_conversations

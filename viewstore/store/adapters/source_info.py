@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Connection, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from viewstore.errors import (
+from viewstore.domain.errors import (
     ConversationNotFoundError,
     ConversationOwnedError,
     InvalidArgumentError,

@@ -8,8 +8,8 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy import String
 
-from viewstore.errors import InvalidArgumentError, InvalidEventError
-from viewstore.events import Event, Role, parse_event
+from viewstore.domain.errors import InvalidArgumentError, InvalidEventError
+from viewstore.domain.events import Event, Role, parse_event
 from viewstore.store.database.schema import condensation_forgotten, events, view_entries
 
 # BaseModel: an OpenHands SDK event object, stored as the SDK writes it (see parse_event).

@@ -28,8 +28,8 @@ from typing import Any
 
 from sqlalchemy import Dialect, Engine, Table
 
-from viewstore.events import Event
-from viewstore.projector import Projection, project
+from viewstore.domain.events import Event
+from viewstore.domain.projector import Projection, project
 from viewstore.store.append import rows, server_append
 from viewstore.store.append.tails import Tail
 from viewstore.store.database.schema import (
@@ -248,14 +248,15 @@ def write_sqlite(engine: Engine, p: Plan) -> bool:
     already stored. The transaction is the driver's own: SQLAlchemy's begin and commit around
     it cost as much as the writes. The statements are made first and run in one call
     (``SqliteWrites.run``), so that on aiosqlite the whole transaction is one hand-off to the
-    connection's thread (viewstore/aio/sqlite.py) and no part of it is left behind there."""
+    connection's thread (viewstore/store/database/aiosqlite_thread.py) and no part of it is
+    left behind there."""
     with engine.connect() as conn, driver_errors(conn):
         writes = _sqlite_writes(p, _datetime_processor(conn.dialect)(p.now))
         driver = conn.connection.driver_connection
         assert driver is not None
         if isinstance(driver, sqlite3.Connection):
             return writes.run(driver)
-        from viewstore.aio.sqlite import run_on_thread  # noqa: PLC0415 - the asyncio store's
+        from viewstore.store.database.aiosqlite_thread import run_on_thread  # noqa: PLC0415 - the asyncio store's
 
         return run_on_thread(driver, writes.run)
 

@@ -22,9 +22,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from viewstore.chain import event_hash
-from viewstore.kinds import Role
-from viewstore.projector import Projection, ProjectionState, ViewEntry
+from viewstore.domain.chain import event_hash
+from viewstore.domain.kinds import Role
+from viewstore.domain.projector import Projection, ProjectionState, ViewEntry
+from viewstore.domain.view import TrackerState
 from viewstore.store.append.locking import lock_conversation
 from viewstore.store.database.forgotten import not_in_view
 from viewstore.store.database.schema import (
@@ -35,10 +36,9 @@ from viewstore.store.database.schema import (
     view_entries,
 )
 from viewstore.store.read import lineage, logged_ids, reads
-from viewstore.view import TrackerState
 
 if TYPE_CHECKING:
-    from viewstore.events import Event
+    from viewstore.domain.events import Event
 
 K = TypeVar("K", str, int)
 CHUNK = 500  # ids per IN (...) list: far below every backend's bound-parameter limit

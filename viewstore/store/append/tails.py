@@ -12,7 +12,7 @@ from threading import Lock
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from viewstore.projector import ProjectionState
+    from viewstore.domain.projector import ProjectionState
     from viewstore.store.read.lineage import Segment
 
 #: How many conversations' tails one store remembers (a worker usually appends to a few).

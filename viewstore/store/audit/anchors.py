@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, and_, func, select
 
-from viewstore.errors import CheckpointError
+from viewstore.domain.errors import CheckpointError
 from viewstore.store.database.schema import events
 from viewstore.store.lifecycle import erasure
 from viewstore.store.read.reads import aware

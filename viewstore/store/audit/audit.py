@@ -15,11 +15,12 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, delete
 
-from viewstore import chain
-from viewstore.chain import GENESIS
-from viewstore.errors import ConversationNotFoundError
-from viewstore.events import Event, parse_event
-from viewstore.projector import Projection, ViewEntry, project_from_scratch
+from viewstore.domain import chain
+from viewstore.domain.chain import GENESIS
+from viewstore.domain.errors import ConversationNotFoundError
+from viewstore.domain.events import Event, parse_event
+from viewstore.domain.projector import Projection, ViewEntry, project_from_scratch
+from viewstore.domain.view import View, full_indices
 from viewstore.store.adapters import base_state
 from viewstore.store.append import rows
 from viewstore.store.append.locking import lock_conversation
@@ -29,7 +30,6 @@ from viewstore.store.database.schema import manipulation_indices, view_entries
 from viewstore.store.lifecycle import forking, redaction
 from viewstore.store.read import lineage, reads
 from viewstore.store.records import ConversationReport, Redaction, VerifyReport
-from viewstore.view import View, full_indices
 
 
 def verify(

@@ -16,8 +16,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, select
 
-from viewstore.events import Event, Role
-from viewstore.projector import ProjectionState
+from viewstore.domain.events import Event, Role
+from viewstore.domain.projector import ProjectionState
 from viewstore.store.append import rows
 from viewstore.store.database.forgotten import not_in_view
 from viewstore.store.database.schema import condensation_forgotten, condensations, events

@@ -16,7 +16,7 @@ import uuid
 
 from sqlalchemy import Connection, text
 
-from viewstore.errors import UnsupportedDatabaseError
+from viewstore.domain.errors import UnsupportedDatabaseError
 from viewstore.store.append.server_append import FUNCTION, signature
 from viewstore.store.database.partitions import TABLES
 from viewstore.store.database.roles import role_names

@@ -25,7 +25,7 @@ from sqlalchemy import Dialect, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
-from viewstore.errors import InvalidArgumentError, UnsupportedDatabaseError
+from viewstore.domain.errors import InvalidArgumentError, UnsupportedDatabaseError
 from viewstore.store.database import slow
 
 DEFAULT_URL = "sqlite:///viewstore.db"

@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from viewstore.errors import InvalidArgumentError, UnsupportedDatabaseError
+from viewstore.domain.errors import InvalidArgumentError, UnsupportedDatabaseError
 
 #: Each table and the column it is partitioned by, parents before children.
 TABLES = {

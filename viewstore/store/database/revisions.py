@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, text
 
-from viewstore.errors import SchemaMismatchError
+from viewstore.domain.errors import SchemaMismatchError
 
 if TYPE_CHECKING:
     from alembic.config import Config

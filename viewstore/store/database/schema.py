@@ -77,7 +77,7 @@ conversations = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("version", BigInteger, nullable=False),
-    # The projector's carried state (viewstore.projector.ProjectionState).
+    # The projector's carried state (viewstore.domain.projector.ProjectionState).
     Column("unhandled_request", Boolean, nullable=False),
     Column("view_length", Integer, nullable=False),
     Column("pending_tool_calls", Text, nullable=False),  # JSON array of tool-call ids

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 from sqlalchemy import Connection, exc
 
-from viewstore.errors import (
+from viewstore.domain.errors import (
     AuthenticationError,
     DatabaseNotFoundError,
     SchemaError,

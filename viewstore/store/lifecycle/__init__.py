@@ -1,2 +1,3 @@
-"""A conversation's lifecycle after its appends: forking, redaction (with its pure payload
-scrub and leaf digests), erasure."""
+"""A conversation's lifecycle after its appends: forking, redaction, erasure. The pure rules
+redaction follows (the payload scrub, the leaf digests) are the domain's
+(viewstore/domain/scrub.py, viewstore/domain/leaves.py)."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, insert, select, text, tuple_
 
-from viewstore.errors import (
+from viewstore.domain.errors import (
     ConversationErasedError,
     ConversationHasForksError,
     ConversationNotFoundError,

@@ -5,7 +5,7 @@ source). What is written under the fork's id is only what its own appends will b
 view rows and index rows alive right after ``fork_seq``, copied server-side by one
 ``INSERT ... SELECT`` each, and its conversation row, whose carried state is what the
 projector had right after ``fork_seq`` (recomputed from those view rows: the index tracker's
-state is a function of the view alone, ``viewstore.view.incremental``). So a fork costs
+state is a function of the view alone, ``viewstore.domain.view.incremental``). So a fork costs
 O(view) rows whatever the prefix's length, and its own chain continues from the source's hash
 at ``fork_seq``.
 
@@ -20,12 +20,13 @@ from typing import Any
 
 from sqlalchemy import Connection, func, insert, literal, null, select
 
-from viewstore.errors import (
+from viewstore.domain.errors import (
     ConversationExistsError,
     ConversationNotFoundError,
     InvalidArgumentError,
 )
-from viewstore.projector import Projection, ProjectionState
+from viewstore.domain.projector import Projection, ProjectionState
+from viewstore.domain.view import IndexTracker
 from viewstore.store.append import rows
 from viewstore.store.append.locking import lock_conversation
 from viewstore.store.database.schema import (
@@ -36,7 +37,6 @@ from viewstore.store.database.schema import (
 )
 from viewstore.store.lifecycle import erasure
 from viewstore.store.read import reads
-from viewstore.view import IndexTracker
 
 
 def fork(conn: Connection, source: str, at_seq: int, new_id: str, now: datetime) -> None:

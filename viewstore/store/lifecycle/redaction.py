@@ -7,8 +7,8 @@ only the strings under the JSON Pointers given, by ``MARK``. The event then pars
 envelope, so views, indices and the request flag are unchanged; a change that would alter one
 is refused.
 
-The hash chain covers each event's exact payload (``viewstore.chain``), so a redacted event no
-longer matches its own link. The link is carried by its record instead: before anything is
+The hash chain covers each event's exact payload (``viewstore.domain.chain``), so a redacted
+event no longer matches its own link. The link is carried by its record instead: before anything is
 changed the link is checked (the chain hash of the previous event, this seq, this id and the
 payload being removed must give the stored hash), and the record keeps the previous hash, the
 event's hash, the SHA-256 digests of the payload before and after, and the leaf digests of
@@ -34,13 +34,15 @@ from typing import Any
 
 from sqlalchemy import Connection, insert, select, text, update
 
-from viewstore.chain import GENESIS, chain_hash, chain_hash2, event_hash
-from viewstore.errors import (
+from viewstore.domain import leaves
+from viewstore.domain.chain import GENESIS, chain_hash, chain_hash2, event_hash
+from viewstore.domain.errors import (
     ChainMismatchError,
     ConversationNotFoundError,
     InvalidArgumentError,
 )
-from viewstore.events import Event, Role, canonical_json, parse_event, summary_event
+from viewstore.domain.events import Event, Role, canonical_json, parse_event, summary_event
+from viewstore.domain.scrub import MARK, digest, redacted_payload
 from viewstore.store.append import rows
 from viewstore.store.append.locking import lock_conversation
 from viewstore.store.database.schema import (
@@ -50,8 +52,7 @@ from viewstore.store.database.schema import (
     redactions,
     view_entries,
 )
-from viewstore.store.lifecycle import erasure, leaves
-from viewstore.store.lifecycle.scrub import MARK, digest, redacted_payload
+from viewstore.store.lifecycle import erasure
 from viewstore.store.read import lineage, reads
 from viewstore.store.records import Redaction
 

@@ -40,7 +40,7 @@ from sqlalchemy import (
     tuple_,
 )
 
-from viewstore.errors import InvalidArgumentError
+from viewstore.domain.errors import InvalidArgumentError
 from viewstore.store.database.schema import conversation_sources, conversations, events
 from viewstore.store.inputs import MAX_CONVERSATION_ID_LENGTH
 from viewstore.store.read.lineage import MAX_DEPTH

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import BigInteger, Connection, literal_column, select, tuple_
 
-from viewstore.errors import InvalidArgumentError
+from viewstore.domain.errors import InvalidArgumentError
 from viewstore.store.database.schema import events
 
 MAX_FEED_LIMIT = 100_000

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, text
 
-from viewstore.errors import TransientStorageError
+from viewstore.domain.errors import TransientStorageError
 from viewstore.store.database.translate import translate_driver
 from viewstore.store.read.feed import FeedEntry
 from viewstore.store.read.follow_state import FollowState

@@ -25,7 +25,7 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from viewstore.errors import TransientStorageError
+from viewstore.domain.errors import TransientStorageError
 from viewstore.store.database.translate import translate_driver
 from viewstore.store.read.feed import FeedEntry
 from viewstore.store.read.follow import ListenTarget

@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 
-from viewstore.errors import ViewstoreError
+from viewstore.domain.errors import ViewstoreError
 from viewstore.store.read.follow import ListenTarget
 from viewstore.store.read.follow_async import AsyncListener
 from viewstore.store.read.follow_state import RETRY_MAX, RETRY_START

@@ -32,7 +32,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from viewstore.errors import InvalidArgumentError
+from viewstore.domain.errors import InvalidArgumentError
 from viewstore.store.read.feed import FeedEntry, check_limit, decode_cursor
 
 RECHECK = 0.02

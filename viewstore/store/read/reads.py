@@ -18,9 +18,9 @@ from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import Connection, Row, select, text
 
-from viewstore.errors import ConversationNotFoundError
-from viewstore.kinds import SUMMARY_SUFFIX
-from viewstore.order_key import seq_key
+from viewstore.domain.errors import ConversationNotFoundError
+from viewstore.domain.kinds import SUMMARY_SUFFIX
+from viewstore.domain.order_key import seq_key
 from viewstore.store.database.schema import conversations, events
 from viewstore.store.database.translate import driver_errors
 from viewstore.store.read import lineage
@@ -141,7 +141,7 @@ def in_view(
 ) -> set[str]:
     """Which of ``event_ids`` the view holds (now, or right after ``as_of``): a summary by the
     id its row holds, an event by its seq in the lineage's logs, which is its row's key
-    (``viewstore.order_key``; its row names it by seq only, revision 0026)."""
+    (``viewstore.domain.order_key``; its row names it by seq only, revision 0026)."""
     if not event_ids:
         return set()
     listed, bound = bind_list("e", event_ids)

@@ -28,11 +28,11 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import Connection
 
-from viewstore.kinds import KIND_ROLES, STATE_UPDATE_KIND, Role
-from viewstore.order_key import event_keys_between
+from viewstore.domain.kinds import KIND_ROLES, STATE_UPDATE_KIND, Role
+from viewstore.domain.order_key import event_keys_between
+from viewstore.domain.view.enforcement import enforce_properties
 from viewstore.store.read import lineage, logged_ids, reads
 from viewstore.store.read.reads import _END, _fetch, bind_list
-from viewstore.view.enforcement import enforce_properties
 
 
 class _Item(NamedTuple):  # a ViewItem
@@ -85,7 +85,7 @@ _STRETCH_LOG = (
     "AND seq > :a AND seq < :b AND seq > :lo AND seq <= :hi ORDER BY seq"
 )
 # The stretch's rows that left are read by their keys from the primary key (an event's row is
-# keyed by its seq: viewstore.order_key), not from an index of their own (revision 0025): the
+# keyed by its seq: viewstore.domain.order_key), not from an index of their own (revision 0025): the
 # stretch is short by construction, and its live rows, read and passed over here, are few.
 _STRETCH_LEFT = (
     f"SELECT {_FACTS}, v.holder {_ROWS} "

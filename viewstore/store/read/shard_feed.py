@@ -30,7 +30,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, text
 
-from viewstore.errors import InvalidArgumentError
+from viewstore.domain.errors import InvalidArgumentError
 from viewstore.store.read.feed import FeedEntry, decode_cursor, encode_cursor
 
 Position = tuple[int, int]

@@ -17,15 +17,15 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 if TYPE_CHECKING:
-    from viewstore.events import Event
+    from viewstore.domain.events import Event
 
 #: One fetched row: event id, payload JSON.
 EventRow = tuple[str, str]
 
 
 def event_from_row(row: EventRow | Sequence[Any]) -> Event:
-    """The Event of a fetched row (``viewstore.events.stored_event``)."""
-    from viewstore.events import stored_event  # noqa: PLC0415 - start-up time (viewstore.kinds)
+    """The Event of a fetched row (``viewstore.domain.events.stored_event``)."""
+    from viewstore.domain.events import stored_event  # noqa: PLC0415 - start-up time (viewstore.domain.kinds)
 
     event_id, payload = row
     return stored_event(event_id, payload)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from viewstore.view.item import ViewItem
+from viewstore.domain.view.item import ViewItem
 
 if TYPE_CHECKING:
-    from viewstore.events import Event
+    from viewstore.domain.events import Event
 
 T = TypeVar("T", bound=ViewItem)
 

@@ -1,5 +1,5 @@
 """The kinds of OpenHands events, what each is to the view, and the ids and JSON text viewstore
-keeps: the constants of ``viewstore.events`` without its model, so that code which only names
+keeps: the constants of ``viewstore.domain.events`` without its model, so that code which only names
 kinds (the read path, the command line) does not import pydantic (docs/semantics.md §2).
 """
 

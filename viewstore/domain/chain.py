@@ -30,7 +30,7 @@ import json
 import os
 from typing import Any
 
-from viewstore.errors import InvalidArgumentError
+from viewstore.domain.errors import InvalidArgumentError
 
 GENESIS = "0" * 64
 #: Where the chain key comes from when a store is given none.
@@ -40,7 +40,7 @@ _SCHEME_2 = b"2\n"
 # chain key itself: a leaf digest is an HMAC of a string a user chose, published in a
 # redaction record, and must never double as a chain hash.
 _LEAF_KEY_LABEL = b"viewstore leaf digests"
-# ``canonical_json``'s settings (viewstore.events), built once: json.dumps with arguments
+# ``canonical_json``'s settings (viewstore.domain.events), built once: json.dumps with arguments
 # builds an encoder per call, a third of the root's cost on a typical event.
 _CANONICAL = json.JSONEncoder(
     ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False

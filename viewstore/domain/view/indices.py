@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from viewstore.errors import NoManipulationIndexError
+from viewstore.domain.errors import NoManipulationIndexError
 
 
 class ManipulationIndices(set[int]):

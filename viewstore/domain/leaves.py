@@ -1,6 +1,6 @@
 """Leaf digests of redacted strings, and the check of a redacted payload against its chain hash.
 
-An event appended under chain scheme 2 (``viewstore.chain``) is hashed over its content root:
+An event appended under chain scheme 2 (``viewstore.domain.chain``) is hashed over its content root:
 the digest of its JSON value with every string value replaced by that string's leaf digest. A
 redaction record keeps the leaf digests of the strings its round replaced, by JSON Pointer
 (RFC 6901). ``verify`` rebuilds the root from the redacted payload, taking each string a
@@ -18,9 +18,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from viewstore.chain import leaf_digest, leaf_key, leaves, root_of_leaves
-from viewstore.events import canonical_json
-from viewstore.jsontext import loads_strict
+from viewstore.domain.chain import leaf_digest, leaf_key, leaves, root_of_leaves
+from viewstore.domain.events import canonical_json
+from viewstore.domain.jsontext import loads_strict
 
 
 def _escape(token: str | int) -> str:

@@ -6,8 +6,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from viewstore.view.item import ViewItem, is_action
-from viewstore.view.properties.base import ViewProperty
+from viewstore.domain.view.item import ViewItem, is_action
+from viewstore.domain.view.properties.base import ViewProperty
 
 
 def _batches(items: Sequence[ViewItem]) -> dict[str | None, set[str]]:

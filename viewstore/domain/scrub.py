@@ -23,8 +23,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from viewstore.errors import InvalidArgumentError, InvalidEventError, UnredactablePathError
-from viewstore.events import Event, canonical_json, parse_event
+from viewstore.domain.errors import InvalidArgumentError, InvalidEventError, UnredactablePathError
+from viewstore.domain.events import Event, canonical_json, parse_event
 
 MARK = "[redacted]"
 #: Top-level fields the view logic (or a reader of the log) relies on: never redacted.

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from viewstore.view.item import ViewItem
-from viewstore.view.properties import ALL_PROPERTIES, ViewProperty
+from viewstore.domain.view.item import ViewItem
+from viewstore.domain.view.properties import ALL_PROPERTIES, ViewProperty
 
 T = TypeVar("T", bound=ViewItem)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from viewstore.view.item import ViewItem, is_thinking_action, is_tool_event
-from viewstore.view.properties.base import ViewProperty
+from viewstore.domain.view.item import ViewItem, is_thinking_action, is_tool_event
+from viewstore.domain.view.properties.base import ViewProperty
 
 
 def loop_step(in_loop: bool, item: ViewItem) -> tuple[bool, bool]:

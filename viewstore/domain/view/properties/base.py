@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from viewstore.view.item import ViewItem
+from viewstore.domain.view.item import ViewItem
 
 
 class ViewProperty(ABC):

@@ -17,12 +17,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from viewstore.kinds import Role
-from viewstore.order_key import key_between, seq_key
-from viewstore.view import IndexTracker, TrackerState, forget, summary_position
+from viewstore.domain.kinds import Role
+from viewstore.domain.order_key import key_between, seq_key
+from viewstore.domain.view import IndexTracker, TrackerState, forget, summary_position
 
 if TYPE_CHECKING:
-    from viewstore.events import Event
+    from viewstore.domain.events import Event
 
 
 @dataclass(frozen=True)
@@ -189,7 +189,7 @@ class _Batch:
         self.view = kept
         position = summary_position(condensation, len(kept))
         if position is not None:
-            from viewstore.events import summary_event  # noqa: PLC0415 - start-up time (viewstore.kinds)
+            from viewstore.domain.events import summary_event  # noqa: PLC0415 - start-up time (viewstore.domain.kinds)
 
             summary = summary_event(condensation)
             key = self.key_at(kept, position, seq)

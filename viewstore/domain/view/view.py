@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
-from viewstore.kinds import Role
-from viewstore.view.condense import condense
-from viewstore.view.enforcement import EnforcementRound, enforce_properties
-from viewstore.view.incremental import IndexTracker, TrackerState
-from viewstore.view.indices import ManipulationIndices
+from viewstore.domain.kinds import Role
+from viewstore.domain.view.condense import condense
+from viewstore.domain.view.enforcement import EnforcementRound, enforce_properties
+from viewstore.domain.view.incremental import IndexTracker, TrackerState
+from viewstore.domain.view.indices import ManipulationIndices
 
 if TYPE_CHECKING:
-    from viewstore.events import Event
+    from viewstore.domain.events import Event
 
     EventLike: TypeAlias = Event | dict[str, object] | str | bytes
 
@@ -60,8 +60,8 @@ class View:
     # -- the live path -------------------------------------------------------------------
 
     def append_event(self, event: EventLike) -> None:
-        # The events model (pydantic) is imported on first use: see viewstore.kinds.
-        from viewstore.events import parse_event, summary_event  # noqa: PLC0415 - start-up time (viewstore.kinds)
+        # The events model (pydantic) is imported on first use: see viewstore.domain.kinds.
+        from viewstore.domain.events import parse_event, summary_event  # noqa: PLC0415 - start-up time (viewstore.domain.kinds)
 
         event = parse_event(event)
         if event.role is Role.CONDENSATION:
@@ -86,7 +86,7 @@ class View:
     @classmethod
     def from_events(cls, events: Iterable[EventLike]) -> View:
         """Fold ``append_event`` over ``events``, then enforce every property to a fixpoint."""
-        from viewstore.events import parse_event  # noqa: PLC0415 - start-up time (viewstore.kinds)
+        from viewstore.domain.events import parse_event  # noqa: PLC0415 - start-up time (viewstore.domain.kinds)
 
         stream = [parse_event(event) for event in events]
         view = cls()

@@ -15,9 +15,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from viewstore.errors import InvalidEventError, PayloadTooLargeError
-from viewstore.jsontext import DuplicateKeyError, JsonTooDeepError, check_value_depth, loads_strict
-from viewstore.kinds import (
+from viewstore.domain.errors import InvalidEventError, PayloadTooLargeError
+from viewstore.domain.jsontext import (
+    DuplicateKeyError,
+    JsonTooDeepError,
+    check_value_depth,
+    loads_strict,
+)
+from viewstore.domain.kinds import (
     CONVERSATION_ERROR_KIND,
     KIND_ROLES,
     MAX_ID_LENGTH,
@@ -158,7 +163,7 @@ def parse_event(
     Raises :class:`InvalidEventError` naming the kind, id, field and reason when the value is
     not an event this store can keep; ``max_bytes`` bounds the UTF-8 size of the stored JSON.
     JSON text may not repeat a key within an object, and no event may nest deeper than
-    ``viewstore.jsontext.MAX_JSON_DEPTH`` levels (checked without recursing). An ``Event`` is
+    ``viewstore.domain.jsontext.MAX_JSON_DEPTH`` levels (checked without recursing). An ``Event`` is
     returned as it is: the store checks it again (``viewstore.store.inputs``).
     """
     if isinstance(obj, Event):

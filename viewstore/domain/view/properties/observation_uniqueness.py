@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from viewstore.view.item import ViewItem, is_observation
-from viewstore.view.properties.base import ViewProperty
+from viewstore.domain.view.item import ViewItem, is_observation
+from viewstore.domain.view.properties.base import ViewProperty
 
 
 class ObservationUniquenessProperty(ViewProperty):

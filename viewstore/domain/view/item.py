@@ -1,7 +1,7 @@
 """What the view logic needs to know of one view entry.
 
 The rules only ask an entry for its id, its role and three tool-call fields, so they are written
-against this protocol: :class:`viewstore.events.Event` satisfies it, and so does the store's
+against this protocol: :class:`viewstore.domain.events.Event` satisfies it, and so does the store's
 lightweight record of a stored view row, which lets the projector rerun the rules after a
 condensation without re-parsing payloads.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from viewstore.kinds import Role
+from viewstore.domain.kinds import Role
 
 
 class ViewItem(Protocol):

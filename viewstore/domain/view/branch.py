@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from viewstore.kinds import CONVERSATION_ERROR_KIND, ROOT_ID, STATE_UPDATE_KIND
+from viewstore.domain.kinds import CONVERSATION_ERROR_KIND, ROOT_ID, STATE_UPDATE_KIND
 
 if TYPE_CHECKING:
-    from viewstore.events import Event
+    from viewstore.domain.events import Event
 
 
 def default_head(events: Sequence[Event]) -> Event | None:

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from viewstore.view.item import ViewItem, is_action
-from viewstore.view.properties import ALL_PROPERTIES
-from viewstore.view.properties.batch_atomicity import splits_batch
-from viewstore.view.properties.tool_call_matching import track_pending
-from viewstore.view.properties.tool_loop_atomicity import loop_step
+from viewstore.domain.view.item import ViewItem, is_action
+from viewstore.domain.view.properties import ALL_PROPERTIES
+from viewstore.domain.view.properties.batch_atomicity import splits_batch
+from viewstore.domain.view.properties.tool_call_matching import track_pending
+from viewstore.domain.view.properties.tool_loop_atomicity import loop_step
 
 
 @dataclass(frozen=True)

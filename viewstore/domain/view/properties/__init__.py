@@ -1,10 +1,10 @@
 """The view properties, in the order enforcement consults them (docs/semantics.md §7)."""
 
-from viewstore.view.properties.base import ViewProperty
-from viewstore.view.properties.batch_atomicity import BatchAtomicityProperty
-from viewstore.view.properties.observation_uniqueness import ObservationUniquenessProperty
-from viewstore.view.properties.tool_call_matching import ToolCallMatchingProperty
-from viewstore.view.properties.tool_loop_atomicity import ToolLoopAtomicityProperty
+from viewstore.domain.view.properties.base import ViewProperty
+from viewstore.domain.view.properties.batch_atomicity import BatchAtomicityProperty
+from viewstore.domain.view.properties.observation_uniqueness import ObservationUniquenessProperty
+from viewstore.domain.view.properties.tool_call_matching import ToolCallMatchingProperty
+from viewstore.domain.view.properties.tool_loop_atomicity import ToolLoopAtomicityProperty
 
 ALL_PROPERTIES: tuple[ViewProperty, ...] = (
     ObservationUniquenessProperty(),
