@@ -7,12 +7,15 @@
   or an adapter.
 
 Every import statement counts, the ones inside functions and under ``TYPE_CHECKING`` too: a
-lazy import is still a dependency. The test reads the source; it imports nothing.
+lazy import is still a dependency. The tests read the source; one imports the store's face, in
+a process of its own.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,8 +57,8 @@ def _imports(path: Path, root: Path = ROOT) -> Iterator[tuple[int, str]]:
                 stem = ".".join(base + ([node.module] if node.module else []))
             else:
                 stem = node.module or ""
-            yield node.lineno, stem
-            # ``from viewstore import store`` imports the module viewstore.store
+            # ``from viewstore import store`` imports the module viewstore.store, and
+            # ``from sqlalchemy import select`` the name sqlalchemy.select: both are seen
             for alias in node.names:
                 yield node.lineno, f"{stem}.{alias.name}"
 
@@ -110,6 +113,103 @@ def test_the_store_imports_no_adapter() -> None:
     assert _breaches(PACKAGE / "store", ADAPTERS) == []
 
 
+def _face() -> set[str]:
+    """The names ``viewstore/store/__init__.py`` lists in ``__all__``, read from its source."""
+    tree = ast.parse((PACKAGE / "store" / "__init__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return {str(ast.literal_eval(item)) for item in node.value.elts}  # type: ignore[attr-defined]
+    raise AssertionError("viewstore/store/__init__.py has no __all__")
+
+
+def test_the_face_offers_what_it_lists() -> None:
+    """``__all__``, the lazily imported names and the names mypy sees are one list, and each
+    resolves (in a fresh process: importing here would not show what a start-up loads)."""
+    face = _face()
+    tree = ast.parse((PACKAGE / "store" / "__init__.py").read_text(encoding="utf-8"))
+    typed = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module != "viewstore.store.lazy"
+        for alias in node.names
+        if node.module and node.module.startswith("viewstore.store.")
+    }
+    assert typed == face
+    code = (
+        "import sys, viewstore.store as s\n"
+        "assert set(s.__all__) == set(s._WHERE), set(s.__all__) ^ set(s._WHERE)\n"
+        "assert 'viewstore.store.event_store' not in sys.modules\n"
+        "[getattr(s, name) for name in s.__all__]\n"
+        "assert s.pause.__module__ == 'viewstore.store.pausing', s.pause\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "ok\n", "")
+
+
+def test_the_adapters_import_the_store_through_its_face_only() -> None:
+    """``from viewstore.store import X`` with X one of the face's names: never a module below
+    it, so the store's inside can move without touching an adapter."""
+    face = {f"viewstore.store.{name}" for name in _face()}
+    assert {"viewstore.store.EventStore", "viewstore.store.StoreStats"} <= face
+    found = []
+    for path in _files(PACKAGE):
+        if path.relative_to(PACKAGE).parts[0] in {"store", "domain"}:
+            continue
+        # the package's own face shares the store face's lazy loading, and nothing else
+        allowed = {"viewstore.store.lazy.lazy_names"} if path == PACKAGE / "__init__.py" else set()
+        for line, name in _imports(path):
+            if _within(name, "viewstore.store") and name not in {
+                "viewstore.store",
+                *face,
+                *allowed,
+            }:
+                found.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    assert found == []
+
+
+#: What builds a statement: an adapter that imports one of these writes SQL of its own.
+STATEMENT_BUILDERS = [
+    f"sqlalchemy.{name}"
+    for name in [
+        "select",
+        "insert",
+        "update",
+        "delete",
+        "text",
+        "func",
+        "literal",
+        "bindparam",
+        "and_",
+        "or_",
+        "case",
+        "cast",
+        "Table",
+        "Column",
+        "MetaData",
+        "sql",
+        "schema",
+        "dialects",
+    ]
+]
+
+
+def test_the_adapters_build_no_sql() -> None:
+    """The statements are the store's: an adapter may hold an engine or a connection, never
+    build a statement (``import sqlalchemy`` whole would hide what it uses: refused too)."""
+    found = []
+    for adapter in ADAPTERS:
+        path = PACKAGE / adapter.removeprefix("viewstore.")
+        files = _files(path) if path.is_dir() else [path.with_suffix(".py")]
+        for file in files:
+            for line, name in _imports(file):
+                if name == "sqlalchemy" or any(_within(name, b) for b in STATEMENT_BUILDERS):
+                    found.append(f"{file.relative_to(ROOT)}:{line} imports {name}")
+    assert found == []
+
+
 def test_the_migrations_import_no_event_store_and_no_adapter() -> None:
     forbidden = [
         "viewstore.store.event_store",
@@ -129,6 +229,7 @@ def test_the_migrations_import_no_event_store_and_no_adapter() -> None:
     ("source", "expected"),
     [
         ("import sqlalchemy\n", "sqlalchemy"),
+        ("from sqlalchemy import select\n", "sqlalchemy.select"),
         ("def f():\n    from viewstore.cli import app\n", "viewstore.cli.app"),
         ("from ..store import records\n", "viewstore.store.records"),
     ],

@@ -12,9 +12,10 @@ configures logging (docs/operations.md).
 
 from __future__ import annotations
 
-import importlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from viewstore.store.lazy import lazy_names
 
 __version__ = "0.1.0"  # kept equal to pyproject.toml by tests/test_habits.py
 
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
         ConversationInfo,
         ConversationPage,
         EventStore,
+        FeedEntry,
         ForkOrigin,
         Redaction,
         StoredEvent,
@@ -67,8 +69,7 @@ if TYPE_CHECKING:
         VerifyReport,
         ViewPage,
     )
-    from viewstore.store.database.engine import create_engine_for as create_engine
-    from viewstore.store.read.feed import FeedEntry
+    from viewstore.store import create_engine_for as create_engine
 
 _ERRORS = "viewstore.domain.errors"
 _STORE = "viewstore.store"
@@ -94,7 +95,7 @@ _WHERE = {
     "DuplicateEventError": _ERRORS,
     "Event": "viewstore.domain.events",
     "EventStore": _STORE,
-    "FeedEntry": "viewstore.store.read.feed",
+    "FeedEntry": _STORE,
     "InvalidArgumentError": _ERRORS,
     "InvalidEventError": _ERRORS,
     "ManipulationIndices": "viewstore.domain.view",
@@ -119,7 +120,7 @@ _WHERE = {
     "ViewPage": _STORE,
     "ViewstoreError": _ERRORS,
     "append_with_retry": "viewstore.retry",
-    "create_engine": "viewstore.store.database.engine",
+    "create_engine": _STORE,
     "parse_event": "viewstore.domain.events",
 }
 _RENAMED = {"create_engine": "create_engine_for"}
@@ -176,14 +177,4 @@ __all__ = [  # every name of _WHERE, and the version
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'viewstore' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), _RENAMED.get(name, name))
-    globals()[name] = value  # once imported, a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_WHERE})
+__getattr__, __dir__ = lazy_names(__name__, _WHERE, _RENAMED)

@@ -17,13 +17,17 @@ from viewstore.domain.errors import (
     InvalidArgumentError,
     TransientStorageError,
 )
-from viewstore.store.append.batch import EventInput
-from viewstore.store.inputs import check_integer, new_conversation_key
-from viewstore.store.pause import pause
-from viewstore.store.records import AppendResult, StoredView
+from viewstore.store import (
+    AppendResult,
+    EventInput,
+    StoredView,
+    check_integer,
+    new_conversation_key,
+    pause,
+)
 
 if TYPE_CHECKING:
-    from viewstore.store.event_store import EventStore
+    from viewstore.store import EventStore
 
 log = logging.getLogger("viewstore.retry")
 Decision = EventInput | Iterable[EventInput] | None

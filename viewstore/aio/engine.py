@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.ext.asyncio import create_async_engine as _create_async_engine
 
 from viewstore.domain.errors import InvalidArgumentError
-from viewstore.store.database.engine import (
+from viewstore.store import (
     ASYNC_SUPPORTED,
     check_schema,
     check_supported,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from viewstore import retry
 from viewstore.domain.errors import ConcurrencyError, TransientStorageError
-from viewstore.store.records import AppendResult, StoredView
+from viewstore.store import AppendResult, StoredView
 
 if TYPE_CHECKING:
     from viewstore.aio.store import AsyncEventStore

@@ -7,7 +7,7 @@ the event loop, and the loop runs other tasks meanwhile. ``AsyncEventStore`` kee
 ``EventStore`` on that engine and runs each of its methods that way (``greenlet_spawn``). So
 both stores run one definition of every statement, plan, check, retry and error translation:
 the append's fast path and its server-side call, the locked ordinary path, the reads, the
-audits. Only the waiting differs (viewstore/store/pause.py).
+audits. Only the waiting differs (viewstore/store/pausing.py).
 
 Cancellation never reaches that blocking code: each call runs in a task of its own, which a
 cancelled caller leaves running to its end (viewstore/aio/calls.py, docs/asyncio.md). Only a
@@ -35,16 +35,20 @@ from sqlalchemy.util.concurrency import greenlet_spawn
 
 from viewstore.aio.calls import Calls
 from viewstore.aio.engine import create_async_engine
-from viewstore.store.append.batch import EventInput
-from viewstore.store.database.engine import default_url
-from viewstore.store.event_store import EventStore
-from viewstore.store.inputs import DEFAULT_MAX_EVENT_BYTES
-from viewstore.store.read.feed import FeedEntry
-from viewstore.store.read.follow_async import follow_async
-from viewstore.store.read.follow_state import DEFAULT_LIMIT, DEFAULT_POLL, FollowState
-from viewstore.store.read.shard_feed import check_map
-from viewstore.store.records import AppendResult
-from viewstore.store.store_core import ConversationId
+from viewstore.store import (
+    DEFAULT_LIMIT,
+    DEFAULT_MAX_EVENT_BYTES,
+    DEFAULT_POLL,
+    AppendResult,
+    ConversationId,
+    EventInput,
+    EventStore,
+    FeedEntry,
+    FollowState,
+    check_map,
+    default_url,
+    follow_async,
+)
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -297,6 +301,7 @@ class AsyncEventStore:
     conversations = _shell(EventStore.conversations)
     conversation_page = _shell(EventStore.conversation_page)
     conversation_count = _shell(EventStore.conversation_count)
+    stats = _shell(EventStore.stats)
     conversation_count_estimate = _shell(EventStore.conversation_count_estimate)
     conversation_ids = _shell(EventStore.conversation_ids)
     conversation_info = _shell(EventStore.conversation_info)

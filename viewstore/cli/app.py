@@ -143,7 +143,7 @@ def new_sqlite_file(url: str) -> str | None:
     """The path of the SQLite file ``url`` names if that file does not exist yet; None for
     another database, one in memory, a ``file:`` URI (SQLite's own options decide), or a file
     that is there."""
-    from viewstore.store.database.engine import normalize_url  # noqa: PLC0415 - start-up time
+    from viewstore.store import normalize_url  # noqa: PLC0415 - start-up time
 
     parsed = normalize_url(url)
     path = parsed.database

@@ -9,8 +9,7 @@ from datetime import UTC, datetime
 import click
 
 from viewstore.cli.app import Context, cli, json_option, pass_state
-from viewstore.store.read.catalogue import MAX_LIMIT, Order
-from viewstore.store.read.feed import MAX_FEED_LIMIT, FeedEntry
+from viewstore.store import MAX_FEED_LIMIT, MAX_LIMIT, FeedEntry, Order
 
 _ORDERS: dict[str, Order] = {
     "id": "id",

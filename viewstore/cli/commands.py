@@ -28,7 +28,7 @@ from viewstore.domain.errors import DuplicateEventError, InvalidEventError
 
 if TYPE_CHECKING:
     from viewstore.domain.events import Event
-    from viewstore.store.records import VerifyReport
+    from viewstore.store import VerifyReport
 
 
 @cli.command()
@@ -342,9 +342,9 @@ def rebuild(state: Context, conversation: str | None, as_json: bool) -> None:
 @pass_state
 def stats(state: Context, fast: bool, as_json: bool) -> None:
     """Counts: conversations, events, view sizes, condensations."""
-    from viewstore.cli.stats import collect_stats, fast_stats  # noqa: PLC0415 - start-up time
-
-    numbers = fast_stats(state.store) if fast else collect_stats(state.store)
+    numbers = state.store.stats(fast=fast).to_dict()
+    if not fast:
+        del numbers["exact"]  # every count of the full form is exact
     if as_json:
         state.print_json(numbers)
         return

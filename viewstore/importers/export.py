@@ -27,8 +27,7 @@ from viewstore.importers.openhands import (
     LOCK_FILE,
     move_head,
 )
-from viewstore.store.inputs import new_conversation_key
-from viewstore.store.records import StoredEvent
+from viewstore.store import StoredEvent, new_conversation_key
 
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)  # Windows has no links to follow here
 

@@ -62,8 +62,7 @@ from viewstore.ingest.agent_server import AgentServerClient
 from viewstore.ingest.metrics import Metrics
 from viewstore.ingest.pull import PullResult, changes_state, optional_ids, pull, wanted_ids
 from viewstore.ingest.sources import Source, Sources
-from viewstore.store import EventStore
-from viewstore.store.adapters.source_info import SourceInfo
+from viewstore.store import EventStore, SourceInfo
 from viewstore.web.security import SecurityMiddleware
 
 log = logging.getLogger("viewstore.ingest")

@@ -10,8 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from viewstore.domain.errors import InvalidArgumentError
-from viewstore.store import EventStore
-from viewstore.store.adapters.source_info import SourceInfo
+from viewstore.store import EventStore, SourceInfo
 
 _MAX_TEXT = 4096
 

@@ -42,8 +42,7 @@ from viewstore.domain.events import parse_event
 from viewstore.domain.view.branch import branch_positions
 from viewstore.importers.openhands import move_head
 from viewstore.openhands import sdk_internals as sdk
-from viewstore.store import EventStore
-from viewstore.store.inputs import conversation_key
+from viewstore.store import EventStore, conversation_key
 
 _FIRST_WINDOW = 256  # events per read query at first; doubles on each later miss
 _MAX_WINDOW = 65_536

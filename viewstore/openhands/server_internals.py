@@ -39,7 +39,7 @@ from typing import Any
 from viewstore.domain.errors import RunnerHeldError, RunnerLostError, ViewstoreError
 from viewstore.openhands.file_store import ViewstoreFileStore
 from viewstore.store import EventStore
-from viewstore.store.adapters.runners import Order
+from viewstore.store import ServerOrder as Order
 
 logger = logging.getLogger("viewstore.agent_server")
 

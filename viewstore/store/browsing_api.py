@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from viewstore.store.inputs import conversation_key
-from viewstore.store.read import overview, reads
+from viewstore.store.read import overview, reads, stats
 from viewstore.store.read.catalogue import (
     EXACT_COUNT_LIMIT,
     CatalogueCount,
@@ -19,11 +19,20 @@ from viewstore.store.read.catalogue import (
     estimate_catalogue,
     read_catalogue,
 )
-from viewstore.store.records import CondensationRecord, StoredEvent
+from viewstore.store.records import CondensationRecord, StoredEvent, StoreStats
 from viewstore.store.store_core import ConversationId, StoreCore
 
 
 class Browsing(StoreCore):
+    def stats(self, *, fast: bool = False) -> StoreStats:
+        """Store-wide counts in one snapshot: conversations, events, condensations, live view
+        sizes and events per kind. The full form reads every row (its cost grows with the
+        store, docs/operations.md); ``fast=True`` counts only the three tables, each an
+        estimate (PostgreSQL) or an upper bound (SQLite) above 10,000 rows, which
+        ``exact`` says, and gives no view sizes or events per kind."""
+        with self._read() as conn:
+            return stats.fast_stats(conn) if fast else stats.full_stats(conn)
+
     def conversations(
         self,
         *,

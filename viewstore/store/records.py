@@ -225,3 +225,37 @@ class Tombstone:
             "reason": self.reason,
             "erased_by": self.erased_by,
         }
+
+
+@dataclass(frozen=True)
+class ViewSizes:
+    """Live view lengths over a store's conversations (an empty view counts as 0)."""
+
+    min: int
+    mean: float
+    max: int
+    total: int
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """Store-wide counts (:meth:`EventStore.stats`). ``exact`` says, per count, whether it
+    is a count (True) or an estimate or bound (the fast form on a large table). The fast form
+    gives no ``view_sizes`` and no ``events_by_kind`` (None)."""
+
+    conversations: int
+    events: int
+    condensations: int
+    exact: dict[str, bool]
+    view_sizes: ViewSizes | None
+    events_by_kind: dict[str, int] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "conversations": self.conversations,
+            "events": self.events,
+            "condensations": self.condensations,
+            "exact": dict(self.exact),
+            "view_sizes": None if self.view_sizes is None else vars(self.view_sizes).copy(),
+            "events_by_kind": None if self.events_by_kind is None else dict(self.events_by_kind),
+        }

@@ -7,8 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from viewstore.domain.errors import InvalidArgumentError
-from viewstore.store import EventStore
-from viewstore.store.read.catalogue import EXACT_COUNT_LIMIT, ConversationInfo, Order
+from viewstore.store import EXACT_COUNT_LIMIT, ConversationInfo, EventStore, Order
 from viewstore.web.content import parse
 from viewstore.web.model import NotFound, _view, event_row, sequence_diff
 

@@ -27,11 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from viewstore.domain.errors import InvalidArgumentError
-from viewstore.store import EventStore
-from viewstore.store.read.feed import FeedEntry
-from viewstore.store.read.follow import ListenTarget
-from viewstore.store.read.follow_async import follow_async
-from viewstore.store.read.follow_hub import FollowHub
+from viewstore.store import EventStore, FeedEntry, FollowHub, ListenTarget, follow_async
 from viewstore.web.params import cursor, last_event_id
 
 #: Seconds between reads when no notification comes (and SQLite's longest poll).

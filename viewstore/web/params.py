@@ -6,8 +6,7 @@ from starlette.requests import Request
 
 from viewstore.domain.errors import InvalidArgumentError
 from viewstore.domain.events import MAX_ID_LENGTH
-from viewstore.store.inputs import conversation_key
-from viewstore.store.read.catalogue import MAX_CURSOR
+from viewstore.store import MAX_CURSOR, conversation_key
 from viewstore.web.model import check_text
 
 MAX_SEQ = 2**62

@@ -11,8 +11,7 @@ from typing import Any
 
 from sqlalchemy import Engine, event
 
-from viewstore.store import EventStore
-from viewstore.store.database.engine import create_engine_for, normalize_url
+from viewstore.store import EventStore, create_engine_for, normalize_url
 
 
 def read_only_engine(url: str, schema: str | None = None) -> Engine:

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 
 from sqlalchemy import Engine, text
 
-from viewstore.store.pause import acquire, pause
+from viewstore.store.pausing import acquire, pause
 
 try:
     import fcntl
