@@ -16,7 +16,7 @@ benchmark's own (``notified``): the rest of the delay is the feed waiting for ol
 transactions to end. Target (issue 24): median below 50 ms on PostgreSQL.
 
 The feed shows a row once every older transaction *of the whole server* has ended
-(``viewstore/store/read/feed.py``): on a server where other clients keep transactions open, the
+(``viewstore/store/feed/feed.py``): on a server where other clients keep transactions open, the
 delay is theirs. Measure on a server of its own.
 
 PostgreSQL also measures one append with the trigger (``events_feed_notify``) on and off, in
@@ -39,7 +39,7 @@ from sqlalchemy import text
 
 from benchmarks.bench_store import fresh_events, median, save, timed
 from viewstore import EventStore
-from viewstore.store.read.follow import ListenTarget, follow
+from viewstore.store.feed.follow import ListenTarget, follow
 
 
 class _Follower(threading.Thread):

@@ -11,7 +11,7 @@ a current view read and an as-of view read. Each figure is the median per operat
 each ratio is partitioned over plain.
 
 The fast path calls the server-side function on plain tables and sends the single statement
-on partitioned ones (``viewstore/store/append/server_append.py`` says why), so ``append_fast``
+on partitioned ones (``viewstore/store/distribution/server_append.py`` says why), so ``append_fast``
 compares the best each layout does; ``append_statement`` sends the statement on both, which
 isolates what the partitions themselves cost.
 """

@@ -14,7 +14,7 @@ import pytest
 from benchmarks import __main__ as bench
 from benchmarks import bench_scale
 from viewstore import EventStore
-from viewstore.store.database.partitions import partition_count
+from viewstore.store.distribution.partitions import partition_count
 
 
 def test_suite_runs_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

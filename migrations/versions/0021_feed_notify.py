@@ -14,7 +14,7 @@ transaction's id, the ``txid`` its rows carry: a follower woken by it knows whic
 for (the feed shows them once every older transaction has ended), and reads the feed itself
 for the facts. The trigger fires once per ``INSERT``
 statement, inside the append's own statement or server-side call, so an append sends the
-server nothing more. ``EventStore.follow`` listens on the channel (``viewstore/store/read/follow.py``).
+server nothing more. ``EventStore.follow`` listens on the channel (``viewstore/store/feed/follow.py``).
 
 The function's ``search_path`` is pinned like every viewstore function's (revision 0015). On a
 hash-partitioned store the trigger sits on the partitioned table, where a statement-level
@@ -35,7 +35,7 @@ down_revision = "0020"
 branch_labels = None
 depends_on = None
 
-# Frozen here, as migrations freeze their SQL; viewstore/store/read/follow.py names the same channel.
+# Frozen here, as migrations freeze their SQL; viewstore/store/feed/follow.py names the same channel.
 _NOTIFY = """
 CREATE OR REPLACE FUNCTION {s}.viewstore_feed_notify() RETURNS trigger
 LANGUAGE plpgsql SET search_path = {s}, pg_temp AS $$

@@ -18,7 +18,7 @@ from sqlalchemy import text
 from viewstore import EventStore
 from viewstore.demo import run_demo
 from viewstore.store.adapters.source_info import SourceInfo
-from viewstore.store.read.feed import encode_cursor
+from viewstore.store.feed.feed import encode_cursor
 
 from ._helpers import OPENHANDS_HEX
 from ._process import SCRIPT, clean_env, error_line, run

@@ -20,8 +20,8 @@ from sqlalchemy import create_engine, text
 
 from viewstore import EventStore
 from viewstore.store.database.engine import normalize_url
-from viewstore.store.database.partitions import TABLES
 from viewstore.store.database.roles import role_names
+from viewstore.store.distribution.partitions import TABLES
 
 from ..cli import _readme as readme
 from ..conftest import CITUS_URL_ENV

@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from viewstore import EventStore, FeedEntry, InvalidArgumentError
-from viewstore.store.read.feed import decode_cursor
+from viewstore.store.feed.feed import decode_cursor
 
 from ._helpers import backend, is_postgres, message, settled_feed
 from ._workers import feed_writer

@@ -1,4 +1,4 @@
-"""Following the change feed (``EventStore.follow``, ``viewstore.store.read.follow_async``): every
+"""Following the change feed (``EventStore.follow``, ``viewstore.store.feed.follow_async``): every
 event once under concurrent writers with late commits, no loss or repeat across a killed
 connection, and a commit wakes the follower long before its safety-net poll.
 
@@ -23,8 +23,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
 from viewstore import EventStore, FeedEntry, InvalidArgumentError, append_with_retry
-from viewstore.store.read.follow import channel
-from viewstore.store.read.follow_async import follow_async
+from viewstore.store.feed.follow import channel
+from viewstore.store.feed.follow_async import follow_async
 
 from ._cluster import Cluster
 from ._helpers import backend, is_postgres, message, settled_feed

@@ -1,12 +1,12 @@
-"""The per-node feed's cursor and merge (viewstore.store.read.shard_feed), which need no cluster;
-tests/ops/test_citus.py runs the feed itself on a real Citus cluster."""
+"""The per-node feed's cursor and merge (viewstore.store.distribution.shard_feed), which need
+no cluster; tests/ops/test_citus.py runs the feed itself on a real Citus cluster."""
 
 from __future__ import annotations
 
 import pytest
 
 from viewstore import InvalidArgumentError
-from viewstore.store.read.shard_feed import decode_map, encode_map, merge, node_query
+from viewstore.store.distribution.shard_feed import decode_map, encode_map, merge, node_query
 
 NODES = ["10.0.0.1:5432", "10.0.0.2:5432"]
 

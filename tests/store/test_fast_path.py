@@ -20,8 +20,9 @@ from sqlalchemy import text
 from viewstore import ConcurrencyError, DuplicateEventError, EventStore
 from viewstore.domain.projector import ProjectionState
 from viewstore.store import event_store
-from viewstore.store.append import fast_path, server_append, tails
+from viewstore.store.append import fast_path, tails
 from viewstore.store.append.batch import parse_batch
+from viewstore.store.distribution import server_append
 
 from ._helpers import A, C, M, O, Payload, R, S, U, X, dump, history
 

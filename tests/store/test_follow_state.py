@@ -1,4 +1,4 @@
-"""The follower's timing and cursor (``viewstore.store.read.follow_state``), without a database: the
+"""The follower's timing and cursor (``viewstore.store.feed.follow_state``), without a database: the
 waits after a notification, the polling backoff, the retry backoff, and the cursor kept."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from viewstore import FeedEntry, InvalidArgumentError
-from viewstore.store.read.follow_state import (
+from viewstore.store.feed.follow_state import (
     POLL_START,
     RECHECK,
     RECHECKS,

@@ -9,8 +9,8 @@ from typing import Any
 from sqlalchemy import event, inspect
 
 from viewstore import EventStore
+from viewstore.store.feed.feed import read_feed
 from viewstore.store.read import reads
-from viewstore.store.read.feed import read_feed
 
 from ._helpers import C, M, R, history
 

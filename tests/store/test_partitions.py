@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import Connection, text
 
 from viewstore import EventStore, InvalidArgumentError, UnsupportedDatabaseError
-from viewstore.store.append import server_append
-from viewstore.store.database.partitions import APPEND_ONLY, TABLES
+from viewstore.store.distribution import server_append
+from viewstore.store.distribution.partitions import APPEND_ONLY, TABLES
 
 from ..cli._process import error_line, run
 from ..ops._helpers import condensed_history, message

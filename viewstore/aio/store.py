@@ -276,7 +276,7 @@ class AsyncEventStore:
     ) -> AsyncGenerator[FeedEntry]:
         """``EventStore.follow`` as an async iterator (``async for entry in
         store.follow(cursor)``): the same loop and guarantee, waiting on an asyncio
-        connection of its own (``viewstore.store.read.follow_async``). ``aclose()`` it, or
+        connection of its own (``viewstore.store.feed.follow_async``). ``aclose()`` it, or
         leave the ``async for``, to close that connection."""
         FollowState(after, poll, limit)  # bad arguments fail here, not at the first entry
         if after is not None:

@@ -27,7 +27,13 @@ if TYPE_CHECKING:
         missing_driver,
         normalize_url,
     )
+    from viewstore.store.distribution.shard_feed import check_map
     from viewstore.store.event_store import EventStore
+    from viewstore.store.feed.feed import MAX_FEED_LIMIT, FeedEntry
+    from viewstore.store.feed.follow import ListenTarget
+    from viewstore.store.feed.follow_async import follow_async
+    from viewstore.store.feed.follow_hub import FollowHub
+    from viewstore.store.feed.follow_state import DEFAULT_LIMIT, DEFAULT_POLL, FollowState
     from viewstore.store.inputs import (
         DEFAULT_MAX_EVENT_BYTES,
         check_integer,
@@ -43,12 +49,6 @@ if TYPE_CHECKING:
         ConversationPage,
         Order,
     )
-    from viewstore.store.read.feed import MAX_FEED_LIMIT, FeedEntry
-    from viewstore.store.read.follow import ListenTarget
-    from viewstore.store.read.follow_async import follow_async
-    from viewstore.store.read.follow_hub import FollowHub
-    from viewstore.store.read.follow_state import DEFAULT_LIMIT, DEFAULT_POLL, FollowState
-    from viewstore.store.read.shard_feed import check_map
     from viewstore.store.records import (
         AppendResult,
         CondensationRecord,
@@ -97,12 +97,12 @@ _OFFERED = {
         "ConversationPage",
         "Order",
     ],
-    "viewstore.store.read.feed": ["MAX_FEED_LIMIT", "FeedEntry"],
-    "viewstore.store.read.follow": ["ListenTarget"],
-    "viewstore.store.read.follow_async": ["follow_async"],
-    "viewstore.store.read.follow_hub": ["FollowHub"],
-    "viewstore.store.read.follow_state": ["DEFAULT_LIMIT", "DEFAULT_POLL", "FollowState"],
-    "viewstore.store.read.shard_feed": ["check_map"],
+    "viewstore.store.feed.feed": ["MAX_FEED_LIMIT", "FeedEntry"],
+    "viewstore.store.feed.follow": ["ListenTarget"],
+    "viewstore.store.feed.follow_async": ["follow_async"],
+    "viewstore.store.feed.follow_hub": ["FollowHub"],
+    "viewstore.store.feed.follow_state": ["DEFAULT_LIMIT", "DEFAULT_POLL", "FollowState"],
+    "viewstore.store.distribution.shard_feed": ["check_map"],
     "viewstore.store.records": [
         "AppendResult",
         "CondensationRecord",

@@ -30,14 +30,14 @@ from viewstore.store.database.engine import (
     check_engine,
 )
 from viewstore.store.database.translate import translated
+from viewstore.store.feed.feed import FeedEntry, check_limit, decode_cursor, read_feed
+from viewstore.store.feed.feed_tail import tail_cursor
+from viewstore.store.feed.follow import ListenTarget, follow, listen_target
+from viewstore.store.feed.follow_state import DEFAULT_LIMIT, DEFAULT_POLL
 from viewstore.store.inputs import check_integer, conversation_key, new_conversation_key
 from viewstore.store.lifecycle import erasure
 from viewstore.store.lifecycle_api import LifecycleMethods
 from viewstore.store.read import lineage, reads
-from viewstore.store.read.feed import FeedEntry, check_limit, decode_cursor, read_feed
-from viewstore.store.read.feed_tail import tail_cursor
-from viewstore.store.read.follow import ListenTarget, follow, listen_target
-from viewstore.store.read.follow_state import DEFAULT_LIMIT, DEFAULT_POLL
 from viewstore.store.records import (
     AppendResult,
     StoredEvent,
@@ -192,7 +192,8 @@ class EventStore(
 
     def _write_plan(self, plan: fast_path.Plan) -> bool:
         """Commit the plan; False when it was stale or hit a stored id (nothing written)."""
-        from viewstore.store.append import fast_path, server_append  # noqa: PLC0415 - start-up time
+        from viewstore.store.append import fast_path  # noqa: PLC0415 - start-up time
+        from viewstore.store.distribution import server_append  # noqa: PLC0415 - start-up time
 
         started = time.perf_counter()
         with translated():
@@ -406,7 +407,7 @@ class EventStore(
         """Events of all conversations in commit order, after the cursor ``after``.
 
         Store the last entry's ``cursor`` and pass it as ``after`` next time: no event is ever
-        skipped or repeated (see ``viewstore.store.read.feed``). Fewer than ``limit`` entries (even
+        skipped or repeated (see ``viewstore.store.feed.feed``). Fewer than ``limit`` entries (even
         none) does not mean the end: more may commit later.
         """
         check_limit(limit)
@@ -427,7 +428,7 @@ class EventStore(
         of its own, migration 0021), and it reads again at least every ``poll`` seconds
         anyway; on SQLite (and on a Citus cluster) it polls, from 50 ms up to ``poll``. It
         yields what ``feed()`` would, each entry once, and after a dropped connection it
-        reconnects and goes on from the last entry it yielded (``viewstore.store.read.follow``).
+        reconnects and goes on from the last entry it yielded (``viewstore.store.feed.follow``).
         ``limit``: entries per read.
         """
         return follow(self.feed, self._follow_target, after=after, poll=poll, limit=limit)
@@ -435,7 +436,7 @@ class EventStore(
     def feed_tail(self) -> str | None:
         """The cursor of the newest entry ``feed()`` shows now (None: it shows nothing yet):
         ``follow(store.feed_tail())`` yields only what commits later
-        (``viewstore.store.read.feed_tail``). Not on a store distributed by Citus."""
+        (``viewstore.store.feed.feed_tail``). Not on a store distributed by Citus."""
         with self._read() as conn:
             if self._node_feeds.sharded(conn):
                 raise UnsupportedDatabaseError(
@@ -446,7 +447,7 @@ class EventStore(
 
     def _follow_target(self) -> ListenTarget | None:
         """Where commits notify a follower (None: nowhere, poll); for ``follow`` and the
-        async follower (``viewstore.store.read.follow_async``)."""
+        async follower (``viewstore.store.feed.follow_async``)."""
         with self._read() as conn:
             if self._node_feeds.sharded(conn):  # Citus: no notifications (migration 0021)
                 return None

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import overload
 
 from viewstore.domain.errors import InvalidArgumentError
-from viewstore.store.database import citus
+from viewstore.store.distribution import citus
 from viewstore.store.inputs import check_integer, conversation_key, new_conversation_key
 from viewstore.store.lifecycle import erasure
 from viewstore.store.read import reads

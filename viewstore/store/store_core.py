@@ -34,11 +34,11 @@ from viewstore.store.database.engine import (
     create_engine_for,
     default_url,
 )
-from viewstore.store.database.partitions import check_count
 from viewstore.store.database.translate import translated
+from viewstore.store.distribution.partitions import check_count
+from viewstore.store.distribution.shard_feed import NodeFeeds
 from viewstore.store.inputs import DEFAULT_MAX_EVENT_BYTES, check_integer
 from viewstore.store.read import reads
-from viewstore.store.read.shard_feed import NodeFeeds
 
 ConversationId = str | uuid.UUID
 
@@ -110,7 +110,7 @@ class StoreCore:
         so one migrates and the others then find the schema at head.
 
         ``partitions`` (PostgreSQL, a new store): every table hash-partitioned by its
-        conversation column into that many partitions (``viewstore.store.database.partitions``).
+        conversation column into that many partitions (``viewstore.store.distribution.partitions``).
         """
         if partitions is not None:
             check_count(partitions)
@@ -126,7 +126,7 @@ class StoreCore:
         ``create_schema``), in one transaction; returns the statements (``viewstore.store.
         citus``, docs/distribution.md). ``dry_run``: only return them. A database without
         the ``citus`` extension raises ``UnsupportedDatabaseError``."""
-        from viewstore.store.database import citus  # noqa: PLC0415 - PostgreSQL with Citus only
+        from viewstore.store.distribution import citus  # noqa: PLC0415 - PostgreSQL with Citus only
 
         if self.engine.dialect.name != "postgresql":
             raise UnsupportedDatabaseError("Citus distributes PostgreSQL databases only")

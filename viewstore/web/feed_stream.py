@@ -6,7 +6,7 @@ after ``?after=CURSOR``, or after the ``Last-Event-ID`` a reconnecting browser s
 dropped stream resumes where it stopped), or else at the feed's tail: only what commits from
 now on. It never ends by itself; the browser closes it.
 
-Each stream is an async follower (``viewstore.store.read.follow_async``) that reads the feed in
+Each stream is an async follower (``viewstore.store.feed.follow_async``) that reads the feed in
 Starlette's thread pool through the store's pool of connections, as every other handler does.
 On PostgreSQL the streams of one process share one listening connection (``FeedStreams``, a
 ``follow_hub.FollowHub``): an open page costs no connection of its own. At most

@@ -30,7 +30,7 @@ from sqlalchemy import Dialect, Engine, Table
 
 from viewstore.domain.events import Event
 from viewstore.domain.projector import Projection, project
-from viewstore.store.append import rows, server_append
+from viewstore.store.append import rows
 from viewstore.store.append.tails import Tail
 from viewstore.store.database.schema import (
     conversations,
@@ -39,6 +39,7 @@ from viewstore.store.database.schema import (
     view_entries,
 )
 from viewstore.store.database.translate import driver_errors, unique_violation
+from viewstore.store.distribution import server_append
 
 #: Longer batches take the ordinary path: the statement grows with the batch (one CTE per
 #: closed index on PostgreSQL), and a long batch amortizes the extra read anyway.

@@ -119,7 +119,7 @@ def upgrade(
 ) -> None:
     """Create the schema if needed, adopt a legacy version row, and migrate to ``revision``,
     in one transaction (PostgreSQL's DDL is transactional). ``partitions``: a new store's
-    tables are then hash-partitioned (``viewstore.store.database.partitions``), in that
+    tables are then hash-partitioned (``viewstore.store.distribution.partitions``), in that
     transaction."""
     with quiet_alembic():
         _upgrade(engine, schema, revision, partitions)
@@ -148,7 +148,7 @@ def _upgrade(engine: Engine, schema: str | None, revision: str, partitions: int 
 
 
 def _partition(conn: Connection, before: str | None, partitions: int) -> None:
-    from viewstore.store.database import partitions as layout  # noqa: PLC0415 - PostgreSQL only
+    from viewstore.store.distribution import partitions as layout  # noqa: PLC0415 - PostgreSQL only
 
     found = layout.partition_count(conn)
     if found == partitions:

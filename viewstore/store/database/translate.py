@@ -98,7 +98,7 @@ def translate(error: exc.SQLAlchemyError) -> ViewstoreError:
 
 def translate_driver(error: Exception, *, lost: bool) -> ViewstoreError:
     """A raw driver error of a connection the store opened outside SQLAlchemy's pool (the
-    change feed's listening connection, ``viewstore.store.read.follow``); ``lost``: the driver
+    change feed's listening connection, ``viewstore.store.feed.follow``); ``lost``: the driver
     says that connection is gone, which a retry on a new one may get past."""
     wrapped = exc.DBAPIError.instance(None, None, error, Exception, connection_invalidated=lost)
     return translate(wrapped)

@@ -5,7 +5,7 @@ so one conversation's rows of every table share a shard. The server-side append
 (``viewstore_append_rows``, migration 0014) is distributed by its conversation argument and
 co-located too, so Citus runs each call on the worker that holds the conversation, as one
 local transaction. A trigger stamps each event with the transaction id of the node it is
-written on, which the per-node change feed needs (``viewstore.store.read.shard_feed``). The
+written on, which the per-node change feed needs (``viewstore.store.distribution.shard_feed``). The
 statements are argued in docs/distribution.md and run by tests/ops/test_citus.py against a real
 cluster; the command refuses a database without the ``citus`` extension.
 """
@@ -17,9 +17,9 @@ import uuid
 from sqlalchemy import Connection, text
 
 from viewstore.domain.errors import UnsupportedDatabaseError
-from viewstore.store.append.server_append import FUNCTION, signature
-from viewstore.store.database.partitions import TABLES
 from viewstore.store.database.roles import role_names
+from viewstore.store.distribution.partitions import TABLES
+from viewstore.store.distribution.server_append import FUNCTION, signature
 
 # The position too is drawn where the row is written: the coordinator and each worker draw
 # from their own ranges of the sequence (the server-side append runs on the worker, the
@@ -46,15 +46,15 @@ def statements(database: str) -> list[str]:
         # when told to; set for every later session of the database, and for this one.
         f'ALTER DATABASE "{quoted}" SET citus.enable_unsafe_triggers = on',
         "SET citus.enable_unsafe_triggers = on",
-        # The per-node feed (viewstore.store.read.shard_feed): each shard stamps a row with its own
-        # node's transaction id, the one that node's snapshot horizon is measured against,
-        # and with a position from its own node's range of the sequence.
+        # The per-node feed (viewstore.store.distribution.shard_feed): each shard stamps a row
+        # with its own node's transaction id, the one that node's snapshot horizon is measured
+        # against, and with a position from its own node's range of the sequence.
         FEED_TXID_FUNCTION,
         "CREATE TRIGGER events_feed_txid BEFORE INSERT ON events "
         "FOR EACH ROW EXECUTE FUNCTION viewstore_feed_txid()",
         # The feed's wake-up (migration 0021) is a statement-level trigger: Citus would run it
         # on each shard, on the workers, where no follower listens. Followers of a
-        # distributed store poll (viewstore/store/read/follow.py).
+        # distributed store poll (viewstore/store/feed/follow.py).
         "DROP TRIGGER IF EXISTS events_feed_notify ON events",
     ]
     for table, column in TABLES.items():

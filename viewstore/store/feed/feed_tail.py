@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, text
 
-from viewstore.store.read.feed import encode_cursor
+from viewstore.store.feed.feed import encode_cursor
 
 _POSTGRES = (
     "SELECT txid, position FROM events "

@@ -1,6 +1,6 @@
 """The change feed of a store distributed over several nodes (Citus): one feed per node.
 
-The single-server feed (``viewstore.store.read.feed``) orders events by ``(txid, position)`` and
+The single-server feed (``viewstore.store.feed.feed``) orders events by ``(txid, position)`` and
 returns only those below the reading snapshot's ``xmin``. That argument needs the ``txid`` of
 a row and the horizon to come from one transaction counter. On a Citus cluster each node has
 its own: so each node's rows are stamped with *that node's* transaction id, by a trigger the
@@ -11,7 +11,7 @@ commit is still running on its node, so it stays above that node's horizon), and
 their union.
 
 The cursor is a map from node to that node's ``(txid, position)``, written
-``node=CURSOR;node=CURSOR``, each a single-server cursor (``viewstore.store.read.feed``). A
+``node=CURSOR;node=CURSOR``, each a single-server cursor (``viewstore.store.feed.feed``). A
 single-server cursor given to a sharded store applies to every node, and a node missing from a
 map starts from its beginning. Events of one
 conversation come in commit order (a conversation lives on one node); events of conversations
@@ -31,7 +31,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, text
 
 from viewstore.domain.errors import InvalidArgumentError
-from viewstore.store.read.feed import FeedEntry, decode_cursor, encode_cursor
+from viewstore.store.feed.feed import FeedEntry, decode_cursor, encode_cursor
 
 Position = tuple[int, int]
 _NODE = re.compile(r"[A-Za-z0-9_.:\-\[\]]{1,300}")

@@ -25,9 +25,9 @@ import contextlib
 import logging
 
 from viewstore.domain.errors import ViewstoreError
-from viewstore.store.read.follow import ListenTarget
-from viewstore.store.read.follow_async import AsyncListener
-from viewstore.store.read.follow_state import RETRY_MAX, RETRY_START
+from viewstore.store.feed.follow import ListenTarget
+from viewstore.store.feed.follow_async import AsyncListener
+from viewstore.store.feed.follow_state import RETRY_MAX, RETRY_START
 
 logger = logging.getLogger("viewstore.follow")
 

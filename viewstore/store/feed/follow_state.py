@@ -2,13 +2,13 @@
 
 A follower reads ``feed(after=cursor)`` page by page, keeps the last entry's cursor, and once a
 page comes back short (it has caught up) waits before it reads again. Only the waiting differs
-between the blocking follower (``viewstore.store.read.follow``) and the async one
-(``viewstore.store.read.follow_async``); this module decides how long each wait is and how long to
+between the blocking follower (``viewstore.store.feed.follow``) and the async one
+(``viewstore.store.feed.follow_async``); this module decides how long each wait is and how long to
 back off after a failure, and keeps the cursor.
 
 * **Woken by notifications** (PostgreSQL with migration 0021). A commit that appended events
   notifies the follower, which then reads at once. The feed only returns rows of transactions
-  older than every transaction still running (``viewstore.store.read.feed``), so the commit that
+  older than every transaction still running (``viewstore.store.feed.feed``), so the commit that
   woke the follower may not be readable yet: a slower transaction that took an earlier
   position may still be open, and its own commit may notify nobody (it appended nothing, or it
   is another application's). The notification carries the committing transaction's id, so
@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from viewstore.domain.errors import InvalidArgumentError
-from viewstore.store.read.feed import FeedEntry, check_limit, decode_cursor
+from viewstore.store.feed.feed import FeedEntry, check_limit, decode_cursor
 
 RECHECK = 0.02
 RECHECKS = 50  # a notified transaction not shown yet: read every RECHECK s, this many times

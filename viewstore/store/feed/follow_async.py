@@ -1,7 +1,7 @@
 """Following the change feed with asyncio: ``follow_async``, the async twin of ``follow``.
 
 The loop, the cursor and the timing are ``follow_state``'s, as for the blocking follower
-(``viewstore.store.read.follow``); only the waiting differs: here it awaits a notification on a
+(``viewstore.store.feed.follow``); only the waiting differs: here it awaits a notification on a
 ``psycopg.AsyncConnection`` of its own (autocommit, outside any pool) or sleeps.
 
 It reads the feed through a callable it is given, ``read(cursor, limit)`` returning an
@@ -15,7 +15,7 @@ methods in SQLAlchemy's greenlets gets that from ``EventStore._follow_target()``
 
 The iterator never ends by itself; ``aclose()`` it (or leave an ``async for``) to close its
 connection. Many followers in one process can share one listening connection instead: pass
-a ``viewstore.store.read.follow_hub.FollowHub`` as the target.
+a ``viewstore.store.feed.follow_hub.FollowHub`` as the target.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from viewstore.domain.errors import TransientStorageError
 from viewstore.store.database.translate import translate_driver
-from viewstore.store.read.feed import FeedEntry
-from viewstore.store.read.follow import ListenTarget
-from viewstore.store.read.follow_state import DEFAULT_LIMIT, DEFAULT_POLL, FollowState
-from viewstore.store.read.shard_feed import check_map
+from viewstore.store.distribution.shard_feed import check_map
+from viewstore.store.feed.feed import FeedEntry
+from viewstore.store.feed.follow import ListenTarget
+from viewstore.store.feed.follow_state import DEFAULT_LIMIT, DEFAULT_POLL, FollowState
 
 if TYPE_CHECKING:
-    from viewstore.store.read.follow_hub import FollowHub
+    from viewstore.store.feed.follow_hub import FollowHub
 
 logger = logging.getLogger("viewstore.follow")
 
@@ -41,7 +41,7 @@ AsyncRead = Callable[[str | None, int], Awaitable[list[FeedEntry]]]
 
 
 class AsyncListener:
-    """``viewstore.store.read.follow.Listener`` on an asyncio connection."""
+    """``viewstore.store.feed.follow.Listener`` on an asyncio connection."""
 
     def __init__(self, target: ListenTarget) -> None:
         self._target = target

@@ -28,9 +28,9 @@ from sqlalchemy import Connection, text
 
 from viewstore.domain.errors import TransientStorageError
 from viewstore.store.database.translate import translate_driver
-from viewstore.store.read.feed import FeedEntry
-from viewstore.store.read.follow_state import FollowState
-from viewstore.store.read.shard_feed import check_map
+from viewstore.store.distribution.shard_feed import check_map
+from viewstore.store.feed.feed import FeedEntry
+from viewstore.store.feed.follow_state import FollowState
 
 if TYPE_CHECKING:
     import psycopg
