@@ -14,8 +14,8 @@ from viewstore import (
     EventStore,
     InvalidEventError,
     ViewstoreError,
-    projector,
 )
+from viewstore.domain import projector
 from viewstore.store.append import rows
 
 from ._helpers import A, C, M, O, Payload, R, S, U, dump
