@@ -198,6 +198,9 @@ def test_a_server_restarted_five_times_on_an_empty_disk_keeps_every_conversation
             )
             listed = [item["id"].replace("-", "") for item in first["items"] + rest["items"]]
             assert sorted(listed) == sorted(conversations) and rest["next_page_id"] is None
+            # a page reads its base states at once; one conversation's GET reads its own
+            for item in first["items"] + rest["items"]:
+                assert item == server.get(f"/api/conversations/{item['id']}")
             finished = server.get("/api/conversations/count?execution_status=finished")
             assert finished == 3
             for cid in conversations:

@@ -17,10 +17,12 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from viewstore import EventStore
 from viewstore.domain.errors import (
     ConversationErasedError,
+    DamagedBaseStateError,
     InvalidArgumentError,
     RunnerHeldError,
     RunnerLostError,
@@ -409,3 +411,41 @@ def test_servers_claiming_one_conversation_at_once_leave_one_runner(
         assert set(others.values()) == {("held", winner)}, (key, outcomes)
         row = _row(store, key)
         assert (row.runner, row.generation) == (winner, generation)
+
+
+def test_a_listing_page_reads_its_base_states_in_one_call(store: EventStore) -> None:
+    """``base_states``: what ``base_state`` gives for each id, at once; ids without a base
+    state are missing, and each state says how far behind its log it is."""
+    for key in ("c1", "c2", "c3"):
+        store.append(key, [message(f"{key}-m1")])
+    store.save_base_state("c1", json.dumps({"id": "c1", "execution_status": "idle"}), at_version=1)
+    store.save_base_state("c2", json.dumps({"id": "c2"}), at_version=1)
+    store.save_base_state("c2", json.dumps({"id": "c2", "n": 2}), at_version=1)
+    store.append("c2", [message("c2-m2")])  # after the snapshot: one event behind
+    found = store.base_states(["c1", "c2", "c3", "never", "c1"])
+    assert set(found) == {"c1", "c2"}
+    for key in ("c1", "c2"):
+        assert found[key] == store.base_state(key)
+    assert (found["c2"].revision, found["c2"].version, found["c2"].behind) == (2, 2, 1)
+    assert found["c1"].behind == 0
+    # the signature a server lists by, from the same read
+    assert (found["c2"].revision, found["c2"].version) == store.base_state_signature("c2")
+    assert store.base_states([]) == {}
+    with pytest.raises(InvalidArgumentError):
+        store.base_states([f"k{i}" for i in range(1001)])
+    with pytest.raises(InvalidArgumentError):
+        store.base_states(["bad id with spaces\n"])
+
+
+@pytest.mark.sync_only
+def test_a_damaged_base_state_is_left_out_of_a_page(store: EventStore) -> None:
+    """A base state changed behind the store's back is missing from ``base_states`` (so a
+    listing reads it alone, and ``base_state`` names the damage), the others are there."""
+    for key in ("c1", "c2"):
+        store.append(key, [message(f"{key}-m1")])
+        store.save_base_state(key, json.dumps({"id": key}), at_version=1)
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE base_states SET payload = '[1' WHERE conversation_id = 'c2'"))
+    assert set(store.base_states(["c1", "c2"])) == {"c1"}
+    with pytest.raises(DamagedBaseStateError):
+        store.base_state("c2")

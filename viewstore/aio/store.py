@@ -295,6 +295,7 @@ class AsyncEventStore:
             await entries.aclose()
 
     base_state = _shell(EventStore.base_state)
+    base_states = _shell(EventStore.base_states)
     condensation = _shell(EventStore.condensation)
     condensations = _shell(EventStore.condensations)
     forgotten_by = _shell(EventStore.forgotten_by)

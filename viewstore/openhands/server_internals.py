@@ -32,6 +32,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,10 @@ logger = logging.getLogger("viewstore.agent_server")
 SUPPORTED = ("1.58",)
 _MARKER_TEXT = "{}"  # the scratch base_state.json: read by nothing, its existence is the answer
 _PREFIX = "viewstore:"  # the base-state "paths" of the catalog: not files
+#: The base states of the listing page being composed, read in one statement before it: the
+#: server asks for each row's signature and state one by one (a transaction each, and the
+#: signature on its event loop). Set in the listing's task only, so nothing else reads them.
+_page_states: ContextVar[dict[str, Any] | None] = ContextVar("_page_states", default=None)
 
 
 class UnsupportedServerError(ViewstoreError):
@@ -479,6 +484,9 @@ def _install_base_state_reads() -> None:
         if key is None:
             found: tuple[int, int] | None = original_signature(path)
             return found
+        listed = (_page_states.get() or {}).get(key)
+        if listed is not None:
+            return (listed.revision, listed.version)
         return _settings.store.base_state_signature(key)
 
     def read_execution_status(path: str) -> Any:
@@ -496,10 +504,14 @@ def _install_base_state_reads() -> None:
         return f"{_PREFIX}{conversation_id.hex}"
 
     def load_persisted_state(self: Any, conversation_id: uuid.UUID) -> Any:
-        try:
-            text = ViewstoreFileStore(_settings.store, conversation_id).read(BASE_STATE)
-        except FileNotFoundError:
-            return None
+        listed = (_page_states.get() or {}).get(conversation_id.hex)
+        if listed is not None and listed.behind <= 0:
+            text = listed.payload
+        else:  # not listed, or behind its log: the file store catches it up
+            try:
+                text = ViewstoreFileStore(_settings.store, conversation_id).read(BASE_STATE)
+            except FileNotFoundError:
+                return None
         cipher = self._cipher_for(conversation_id)
         return ConversationState.model_validate_json(
             text, context={"cipher": cipher} if cipher else None
@@ -538,13 +550,20 @@ def _install_listing() -> None:
             status=None if execution_status is None else execution_status.value,
         )
         catalog = self._conversation_records
+        states = await asyncio.to_thread(
+            _settings.store.base_states, [row.conversation_id for row in rows[:limit]]
+        )
         items = []
-        for row in rows[:limit]:
-            record = catalog.adopt(row) if isinstance(catalog, _Catalog) else _record(self, row)
-            key = uuid.UUID(row.conversation_id)
-            info = await self._conversation_info(key, record, {})
-            if info is not None:
-                items.append(info)
+        token = _page_states.set(states)
+        try:
+            for row in rows[:limit]:
+                record = catalog.adopt(row) if isinstance(catalog, _Catalog) else _record(self, row)
+                key = uuid.UUID(row.conversation_id)
+                info = await self._conversation_info(key, record, {})
+                if info is not None:
+                    items.append(info)
+        finally:
+            _page_states.reset(token)
         following = rows[limit].conversation_id if len(rows) > limit else None
         return items, following
 

@@ -3,7 +3,7 @@ log's ids, the live-equals-resume check and a lock across processes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
@@ -14,6 +14,9 @@ from viewstore.store.database.translate import translated
 from viewstore.store.inputs import conversation_key
 from viewstore.store.read import reads
 from viewstore.store.store_core import ConversationId, StoreCore
+
+#: The most ids one ``base_states`` call reads (one statement's IN list).
+MAX_BASE_STATES = 1000
 
 
 class AdapterMethods(StoreCore):
@@ -46,6 +49,19 @@ class AdapterMethods(StoreCore):
         key = conversation_key(conversation_id)
         with self._read() as conn:
             return base_state.load(conn, key)
+
+    def base_states(self, conversation_ids: Iterable[ConversationId]) -> dict[str, BaseState]:
+        """The base states of several conversations in one read, by id: one statement where
+        :meth:`base_state` per id costs a transaction each (a listing page of a store-backed
+        agent server). Ids without a base state, and those whose stored one is damaged
+        (:meth:`base_state` raises for it), are missing from the result. At most 1,000 ids."""
+        keys = list(dict.fromkeys(conversation_key(key) for key in conversation_ids))
+        if len(keys) > MAX_BASE_STATES:
+            raise InvalidArgumentError(
+                f"base_states reads at most {MAX_BASE_STATES} conversations, got {len(keys)}"
+            )
+        with self._read() as conn:
+            return base_state.load_many(conn, keys)
 
     def log_index(self, conversation_id: ConversationId) -> list[tuple[str, str, str | None]]:
         """``(event_id, kind, parent_id)`` of every event in seq order, without payloads

@@ -7,8 +7,10 @@ Like ``rows``, every function takes an open ``Connection`` and never commits, bu
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, Engine, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -162,12 +164,7 @@ def save_at_once(
 
 def load(conn: Connection, conversation_id: str) -> BaseState | None:
     query = (
-        select(
-            base_states.c.payload,
-            base_states.c.revision,
-            base_states.c.at_version,
-            conversations.c.version,
-        )
+        select(*_COLUMNS)
         .select_from(
             # Both tables named by the id, not only joined: a sharded server routes by it.
             base_states.outerjoin(conversations, conversations.c.id == conversation_id)
@@ -180,8 +177,42 @@ def load(conn: Connection, conversation_id: str) -> BaseState | None:
     reason = damage(row.payload)
     if reason is not None:
         raise DamagedBaseStateError(conversation_id, reason)
+    return _state(row)
+
+
+def load_many(conn: Connection, conversation_ids: Sequence[str]) -> dict[str, BaseState]:
+    """The base states of ``conversation_ids`` in one statement, by id: those never written
+    are missing, and so are damaged ones (``load`` of one of them says why)."""
+    if not conversation_ids:
+        return {}
+    query = (
+        select(*_COLUMNS)
+        .select_from(
+            base_states.outerjoin(
+                conversations, conversations.c.id == base_states.c.conversation_id
+            )
+        )
+        .where(base_states.c.conversation_id.in_(list(conversation_ids)))
+    )
+    return {
+        row.conversation_id: _state(row)
+        for row in conn.execute(query)
+        if damage(row.payload) is None
+    }
+
+
+_COLUMNS = (
+    base_states.c.conversation_id,
+    base_states.c.payload,
+    base_states.c.revision,
+    base_states.c.at_version,
+    conversations.c.version,
+)
+
+
+def _state(row: Any) -> BaseState:
     return BaseState(
-        conversation_id=conversation_id,
+        conversation_id=row.conversation_id,
         payload=row.payload,
         revision=int(row.revision),
         at_version=int(row.at_version),
