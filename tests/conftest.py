@@ -36,6 +36,7 @@ from sqlalchemy.engine import Engine, make_url
 from tests import _required as required_skips
 from tests._pg_clone import adopt_roles
 from tests._throwaway_pg import ThrowawayPostgres, ThrowawayUnavailable
+from viewstore import EventStore
 from viewstore.store.database.roles import role_names
 
 POSTGRES_URL_ENV = "VIEWSTORE_TEST_POSTGRES_URL"
@@ -250,6 +251,15 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield url
     finally:
         _drop_database(templates.admin, name)
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[EventStore]:
+    """An EventStore on a fresh database of each backend, migrated to head: the store the
+    contract tests (tests/store/) and the migration tests (tests/migrations/) share."""
+    with EventStore(db_url) as opened:
+        opened.create_schema()
+        yield opened
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

@@ -26,7 +26,7 @@ from sqlalchemy.exc import DBAPIError
 from viewstore import ConversationHasForksError, EventStore
 from viewstore.store.database.roles import role_name
 
-from ..store.test_migrations import downgrade, upgrade
+from ..migrations.test_migrations import downgrade, upgrade
 from ..store.test_roles import as_login, login_in
 from ._helpers import condensed_history, is_postgres, message
 

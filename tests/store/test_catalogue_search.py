@@ -17,8 +17,8 @@ from sqlalchemy import event, make_url, text
 from viewstore import EventStore
 from viewstore.store.event_store import alembic_config
 
+from ..migrations.test_migrations import downgrade, drift
 from ._helpers import S, U
-from .test_migrations import downgrade, drift
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from viewstore import EventStore
 
+from ..migrations.test_migration_0022 import fill
 from ._helpers import A, C, O, U
-from .test_migration_0022 import fill
 
 
 def test_in_view_equals_the_view_read(store: EventStore) -> None:

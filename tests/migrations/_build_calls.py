@@ -1,5 +1,5 @@
 """Make store calls read as JSON from stdin on the store at argv[1], with whichever viewstore
-is imported first: tests/store/test_migration_from_0016.py runs it with the code of revision
+is imported first: tests/migrations/test_migration_from_0016.py runs it with the code of revision
 0016 to build a store as that version built it. Each call is ``["append", conversation,
 events]``, ``["fork", source, at_seq, new_id]``, ``["fork_latest", source, new_id]`` or
 ``["redact", conversation, event_id, paths]``. Standalone: it imports nothing of the tests,

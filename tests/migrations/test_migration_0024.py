@@ -17,7 +17,7 @@ from sqlalchemy import inspect, text
 from viewstore import EventStore
 from viewstore.store.database.forgotten import LEGACY
 
-from ._helpers import LAYOUTS, A, C, O, S, U
+from ..store._helpers import LAYOUTS, A, C, O, S, U
 from ._migrating import forgotten_rows, kill_half_way, migrated_and_fresh, stamped
 from .test_migration_0022 import assert_equal_stores, fill
 from .test_migrations import downgrade, drift

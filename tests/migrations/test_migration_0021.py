@@ -9,7 +9,7 @@ from sqlalchemy import text
 from viewstore import EventStore
 from viewstore.store.database import migrate
 
-from ._helpers import LAYOUTS, layout_url
+from ..store._helpers import LAYOUTS, layout_url
 from .test_migrations import downgrade
 
 _FOUND = (

@@ -15,7 +15,7 @@ from sqlalchemy import text
 from viewstore import EventStore
 from viewstore.store.database import payload_once
 
-from ._helpers import layout_url
+from ..store._helpers import layout_url
 from ._migrating import (
     assert_reads_replay,
     count,

@@ -24,7 +24,7 @@ from viewstore import EventStore
 from viewstore.store.database.revisions import MIGRATION_LOCK_KEY
 from viewstore.store.event_store import alembic_config
 
-from ._helpers import M, S
+from ..store._helpers import M, S
 from ._schema_workers import create_schema_worker
 
 PROCESSES = 8

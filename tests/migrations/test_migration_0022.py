@@ -17,7 +17,8 @@ from sqlalchemy import text
 from viewstore import EventStore
 from viewstore.store.database.migrate import alembic_config
 
-from ._helpers import LAYOUTS, A, C, O, S, U, layout_url
+from ..store._helpers import LAYOUTS, A, C, O, S, U, layout_url
+from ..store.test_view_rows import rich_history
 from ._migrating import (
     assert_reads_replay,
     forgotten_rows,
@@ -27,7 +28,6 @@ from ._migrating import (
     stamped,
 )
 from .test_migrations import downgrade, drift, upgrade
-from .test_view_rows import rich_history
 
 REPO = Path(__file__).resolve().parents[2]
 HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()

@@ -12,9 +12,9 @@ from sqlalchemy import Connection, text
 from viewstore import EventStore
 from viewstore.domain.view import View
 
-from ._helpers import LAYOUTS, layout_url
+from ..store._helpers import LAYOUTS, layout_url
+from ..store.test_resume_rows_plan import _history
 from .test_migrations import downgrade, drift, upgrade
-from .test_resume_rows_plan import _history
 
 INDEXES = {"ix_view_entries_left", "ix_view_entries_left_actions"}
 #: What revision 0025 keeps.

@@ -20,7 +20,7 @@ from viewstore.store.database.migrate import VERSION_TABLE
 from viewstore.store.database.schema import compared_on, metadata
 from viewstore.store.event_store import alembic_config
 
-from ._helpers import S, U
+from ..store._helpers import S, U
 
 REPO = Path(__file__).resolve().parents[2]
 TABLES = set(metadata.tables)

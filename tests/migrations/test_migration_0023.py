@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from viewstore import EventStore
 
-from ._helpers import LAYOUTS
+from ..store._helpers import LAYOUTS
 from ._migrating import migrated_and_fresh
 from .test_migration_0022 import assert_equal_stores, fill, killed_and_run_again
 from .test_migrations import downgrade, drift

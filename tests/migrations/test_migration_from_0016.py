@@ -26,10 +26,10 @@ import pytest
 
 from viewstore import EventStore
 
-from ._helpers import A, C, M, O, R, U, layout_url
+from ..store._helpers import A, C, M, O, R, U, layout_url
+from ..store.test_view_rows import rich_history
 from ._migrating import assert_reads_replay, killed_and_racing, migrated_and_fresh, stamped
 from .test_migration_0022 import CLEARED, HEAD, analysts, long_history
-from .test_view_rows import rich_history
 
 REPO = Path(__file__).resolve().parents[2]
 #: The last commit whose newest revision is 0016 (the next one added revision 0017).

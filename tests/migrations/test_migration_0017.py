@@ -12,7 +12,7 @@ from sqlalchemy import Connection, text
 from viewstore import EventStore
 from viewstore.store.event_store import alembic_config
 
-from ._helpers import LAYOUTS, M, S, U, layout_url
+from ..store._helpers import LAYOUTS, M, S, U, layout_url
 from .test_migrations import downgrade, drift, upgrade
 
 HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()

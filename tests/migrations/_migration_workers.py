@@ -1,5 +1,5 @@
-"""An agent worker of tests/store/_migrating.py's racing migration, run as a process of its own
-(``python -m tests.store._migration_workers URL NAME GO STOP OUT``): once the file GO exists,
+"""An agent worker of tests/migrations/_migrating.py's racing migration, run as a process of its own
+(``python -m tests.migrations._migration_workers URL NAME GO STOP OUT``): once the file GO exists,
 it appends to conversations of its own and to a shared one, condenses now and then, forks
 forks and appends to its forks, until the file STOP exists; then it writes to OUT, as JSON,
 how many calls went through and every failure by its type and first line. Each call is the
@@ -15,9 +15,9 @@ from typing import Any
 
 from viewstore import EventStore
 
-from ._helpers import A, C, O, U
+from ..store._helpers import A, C, O, U
 
-#: Forks of the store ``_migrating`` fills (tests/store/test_migration_0022.py's ``fill``),
+#: Forks of the store ``_migrating`` fills (tests/migrations/test_migration_0022.py's ``fill``),
 #: which the workers fork again at their present.
 SOURCES = ("fork1", "fork3", "long")
 

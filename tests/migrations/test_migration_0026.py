@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from viewstore import EventStore
 
-from ._helpers import LAYOUTS, layout_url
+from ..store._helpers import LAYOUTS, layout_url
 from ._migrating import assert_reads_replay, killed_and_racing, migrated_and_fresh, stamped
 from .test_migration_0022 import HEAD, assert_equal_stores, fill, killed_and_run_again
 from .test_migrations import downgrade, drift
@@ -78,7 +78,7 @@ def test_a_killed_migration_finishes_when_run_again(tmp_path: Path) -> None:
 def test_a_killed_migration_run_again_while_workers_append_and_fork(
     request: pytest.FixtureRequest, layout: str, tmp_path: Path
 ) -> None:
-    """The procedure every online revision must pass (tests/store/_migrating.py)."""
+    """The procedure every online revision must pass (tests/migrations/_migrating.py)."""
     url, _ = layout_url(request, layout)
     with EventStore(url) as store:
         store.create_schema()

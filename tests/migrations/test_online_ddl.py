@@ -17,7 +17,7 @@ from sqlalchemy import Connection, text
 from viewstore import EventStore
 from viewstore.store.database import online_ddl
 
-from ._helpers import A, O, S, U, layout_url
+from ..store._helpers import A, O, S, U, layout_url
 from ._migrating import count
 
 # Takes view_entries' ACCESS EXCLUSIVE lock and changes nothing: kind is nullable at head.

@@ -15,9 +15,9 @@ from sqlalchemy import inspect, text
 
 from viewstore import EventStore, SchemaError
 
-from ._helpers import A, C, M, O, R, S, U, X, load_vectors
+from ..store._helpers import A, C, M, O, R, S, U, X, load_vectors
+from ..store.test_view_rows import rich_history
 from .test_migrations import downgrade, drift, upgrade
-from .test_view_rows import rich_history
 
 SQL_VIEWS = ("attention_window", "view_history")
 

@@ -23,7 +23,7 @@ from viewstore import EventStore
 from viewstore.domain.view import View
 from viewstore.store import StoredView
 
-from ._helpers import layout_url
+from ..store._helpers import layout_url
 
 REPO = Path(__file__).resolve().parents[2]
 _MIGRATE = "from viewstore import EventStore; EventStore({url!r}).create_schema()"
@@ -117,7 +117,7 @@ def killed_and_racing(
     started: list[tuple[subprocess.Popen[bytes], Path]] = []
     for n in range(workers):
         out = cwd / f"worker-{n}.json"
-        command = [sys.executable, "-m", "tests.store._migration_workers"]
+        command = [sys.executable, "-m", "tests.migrations._migration_workers"]
         command += [url, f"w{n}", str(go), str(stop), str(out)]
         started.append((subprocess.Popen(command, env=env, cwd=REPO), out))
     first = subprocess.Popen(
