@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -284,3 +285,48 @@ def test_a_stored_conversation_moves_to_a_plain_server(llm: ScriptedLLM, tmp_pat
         plain.wait_finished(conversation)
         assert [e["id"] for e in plain.events(conversation)][: len(stored)] == stored
         assert len(plain.events(conversation)) > len(stored)
+
+
+def test_a_goal_loop_left_running_is_recorded_interrupted_on_load(
+    llm: ScriptedLLM, tmp_path: Path
+) -> None:
+    """A server loading a conversation marks a goal status still active (its loop died with
+    its server) interrupted, as a plain server does; the store-backed one finds that status
+    with one query (viewstore.openhands.server_internals) instead of walking the log back."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = _store_at(url)
+    server = start_on_store("A", tmp_path, url)
+    with stopped(server):
+        conversation = server.start_conversation(llm, 1, condense=False)
+        server.wait_finished(conversation)
+    (last,) = store.events(conversation)[-1:]
+    goal = {
+        "active": True,
+        "status": "running",
+        "iteration": 1,
+        "max_iterations": 3,
+        "objective": "finish the task",
+        "verdict": None,
+    }
+    left = {
+        "id": str(uuid.uuid4()),  # the SDK's event file names want its kind of id
+        "timestamp": last.payload["timestamp"],
+        "source": "environment",
+        "key": "goal",
+        "value": goal,
+        "kind": "ConversationStateUpdateEvent",
+    }
+    if "parent_id" in last.payload:
+        left["parent_id"] = last.event_id
+    store.append(conversation, [left], expected_version=store.version(conversation))
+    server = start_on_store("B", tmp_path, url)
+    with stopped(server):
+        server.send_message(conversation, "go on")
+        server.wait_finished(conversation)
+        assert_stored_equals_served(store, server, conversation)
+    payloads = [e.payload for e in store.events(conversation)]
+    after = payloads[[p["id"] for p in payloads].index(left["id"]) + 1 :]
+    goals = [p["value"] for p in after if p.get("key") == "goal"]
+    assert goals and goals[0]["status"] == "interrupted" and goals[0]["active"] is False
+    assert goals[0]["objective"] == "finish the task"
+    assert store.last_state_update(conversation, "goal")["value"]["status"] == "interrupted"

@@ -46,6 +46,7 @@ def test_the_replaced_functions_take_what_the_replacements_take() -> None:
             == names(getattr(server_internals.StoreLease, method))[1:]
         )
     assert names(event_service.EventService.save_meta) == ["self", "stored"]
+    assert names(event_service.EventService._last_goal_loop_status) == ["self"]
     assert names(event_service.EventService.for_persisted_events) == [
         "stored",
         "conversations_dir",

@@ -449,3 +449,45 @@ def test_a_damaged_base_state_is_left_out_of_a_page(store: EventStore) -> None:
     assert set(store.base_states(["c1", "c2"])) == {"c1"}
     with pytest.raises(DamagedBaseStateError):
         store.base_state("c2")
+
+
+def _update(eid: str, key: str, value: Any) -> dict[str, Any]:
+    return {
+        "id": eid,
+        "source": "environment",
+        "key": key,
+        "value": value,
+        "kind": "ConversationStateUpdateEvent",
+    }
+
+
+def test_the_last_state_update_of_a_key_is_found_in_sql(store: EventStore) -> None:
+    """``last_state_update``: the newest state update of a field, whatever came after it, a
+    fork's inherited prefix included; None for a log without one and an unknown conversation.
+    A payload holding an escaped NUL (which PostgreSQL's JSON refuses raw) is found too."""
+    goal = {"active": True, "objective": "ship it", "status": "running"}
+    store.append(
+        "c1",
+        [
+            message("m1"),
+            _update("u1", "goal", {"active": False, "note": "old"}),
+            _update("u2", "goal", {**goal, "out": "a\x00b"}),
+            _update("u3", "stats", {"goal": "not this one"}),
+            message("m2", "goal"),
+        ],
+    )
+    assert store.last_state_update("c1", "goal") == _update("u2", "goal", {**goal, "out": "a\x00b"})
+    assert store.last_state_update("c1", "stats") == _update(
+        "u3", "stats", {"goal": "not this one"}
+    )
+    assert store.last_state_update("c1", "execution_status") is None
+    assert store.last_state_update("never", "goal") is None
+    # a fork sees its source's prefix, then its own events over it
+    store.fork("c1", 3, "f1")
+    assert store.last_state_update("f1", "goal") == _update("u2", "goal", {**goal, "out": "a\x00b"})
+    assert store.last_state_update("f1", "stats") is None  # u3 is past the fork point
+    store.append("f1", [_update("u4", "goal", {"active": False})])
+    assert store.last_state_update("f1", "goal") == _update("u4", "goal", {"active": False})
+    assert store.last_state_update("c1", "goal")["id"] == "u2"  # the source is untouched
+    with pytest.raises(InvalidArgumentError):
+        store.last_state_update("c1", "")

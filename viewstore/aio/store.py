@@ -296,6 +296,7 @@ class AsyncEventStore:
 
     base_state = _shell(EventStore.base_state)
     base_states = _shell(EventStore.base_states)
+    last_state_update = _shell(EventStore.last_state_update)
     condensation = _shell(EventStore.condensation)
     condensations = _shell(EventStore.condensations)
     forgotten_by = _shell(EventStore.forgotten_by)

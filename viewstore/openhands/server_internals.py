@@ -68,6 +68,7 @@ REACHED = {
         "EventService.save_meta",
         "EventService.for_persisted_events",
         "EventService.conversation_dir",
+        "EventService._last_goal_loop_status",
     ),
     "openhands.agent_server.conversation_service": (
         "_state_signature",
@@ -301,6 +302,24 @@ def _install_event_service() -> None:
     service_class.load_meta = load_meta
     service_class.save_meta = save_meta
     service_class.for_persisted_events = classmethod(for_persisted_events)
+
+
+def _install_goal_status() -> None:
+    from openhands.agent_server.event_service import EventService  # noqa: PLC0415
+
+    def last_goal_loop_status(self: Any) -> dict[str, Any] | None:
+        # The server walks its log back for the last goal status at every load: through the
+        # store that read every event of a log with none (most of a 20k-event takeover).
+        # One query answers it, under the same state lock the walk held.
+        conversation = self._conversation
+        if conversation is None:
+            return None
+        with conversation._state:
+            payload = _settings.store.last_state_update(conversation.id, "goal")
+        value = None if payload is None else payload.get("value")
+        return value if isinstance(value, dict) else None
+
+    EventService._last_goal_loop_status = last_goal_loop_status
 
 
 # --------------------------------------------------------------------------- the catalog
@@ -648,6 +667,7 @@ def install(store: EventStore, *, name: str, idle_seconds: float = 30.0) -> None
     # private one, so the configured conversations_path may be read-only or shared.
     _settings.scratch = Path(tempfile.mkdtemp(prefix="viewstore-agent-server-"))
     _install_event_service()
+    _install_goal_status()
     _install_conversation_service()
     _install_base_state_reads()
     _install_listing()

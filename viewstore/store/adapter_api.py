@@ -3,9 +3,11 @@ log's ids, the live-equals-resume check and a lock across processes."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 from viewstore.domain.errors import InvalidArgumentError
 from viewstore.store.adapters import base_state, locks
@@ -62,6 +64,20 @@ class AdapterMethods(StoreCore):
             )
         with self._read() as conn:
             return base_state.load_many(conn, keys)
+
+    def last_state_update(self, conversation_id: ConversationId, key: str) -> dict[str, Any] | None:
+        """The payload of the newest ``ConversationStateUpdateEvent`` of field ``key`` in the
+        conversation's log, or None if it has none (or the conversation is unknown). Filtered
+        in SQL from the newest event back: the cost of a query, not of reading the log."""
+        conversation = conversation_key(conversation_id)
+        if not isinstance(key, str) or not key:
+            raise InvalidArgumentError(f"key must be a non-empty string, got {key!r}")
+        with self._read() as conn:
+            text = reads.last_state_update(conn, conversation, key)
+        if text is None:
+            return None
+        payload: dict[str, Any] = json.loads(text)
+        return payload
 
     def log_index(self, conversation_id: ConversationId) -> list[tuple[str, str, str | None]]:
         """``(event_id, kind, parent_id)`` of every event in seq order, without payloads

@@ -19,8 +19,9 @@ from typing import Any, NamedTuple, TypeVar
 from sqlalchemy import Connection, Row, select, text
 
 from viewstore.domain.errors import ConversationNotFoundError
-from viewstore.domain.kinds import SUMMARY_SUFFIX
+from viewstore.domain.kinds import STATE_UPDATE_KIND, SUMMARY_SUFFIX
 from viewstore.domain.order_key import seq_key
+from viewstore.store.database.forgotten import pg_json
 from viewstore.store.database.schema import conversations, events
 from viewstore.store.database.translate import driver_errors
 from viewstore.store.read import lineage
@@ -188,6 +189,39 @@ _HELD_EVENTS = (
     "SELECT seq FROM view_entries WHERE conversation_id = :c AND order_key IN ({}) "
     "AND NOT is_summary AND {}"
 )
+
+
+def last_state_update(conn: Connection, conversation_id: str, key: str) -> str | None:
+    """The payload text of the newest ``ConversationStateUpdateEvent`` of ``key`` in the
+    conversation's log (a fork's inherited prefix included), None without one. The filter runs
+    in SQL, newest first: no event is parsed in Python (an agent server's reload looks for its
+    goal status this way in a log that may hold none)."""
+    row = lineage_row_or_none(conn, conversation_id)
+    if row is None:
+        return None
+    sql = _LAST_STATE_UPDATE[conn.dialect.name == "postgresql"]
+    for segment in reversed(lineage.segments(conn, row)):
+        params = {
+            "c": segment.conversation_id,
+            "a": segment.after,
+            "b": segment.upto or _END,
+            "kind": STATE_UPDATE_KIND,
+            "k": key,
+        }
+        found = _fetch(conn, sql, params)
+        if found:
+            return str(found[0][0])
+    return None
+
+
+_LAST_STATE_UPDATE = {
+    postgres: "SELECT payload FROM events WHERE conversation_id = :c AND seq > :a "
+    f"AND seq <= :b AND kind = :kind AND ({field}) = :k ORDER BY seq DESC LIMIT 1"
+    for postgres, field in (
+        (False, "json_extract(payload, '$.key')"),
+        (True, f"{pg_json('payload')} ->> 'key'"),
+    )
+}
 _END = 2**62  # past any seq
 
 
