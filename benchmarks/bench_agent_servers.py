@@ -53,7 +53,6 @@ import os
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -85,7 +84,7 @@ from openhands.sdk.tool.builtins import ThinkAction
 from sqlalchemy import insert, text, update
 
 from benchmarks.__main__ import scratch_postgres
-from tests.ingest._fleet import HOST, SESSION_KEY_PREFIX, AgentServer, ScriptedLLM, free_port, http
+from tests.ingest._fleet import AgentServer, ScriptedLLM, http, spawn_agent_server
 from viewstore import EventStore
 from viewstore.openhands import ViewstoreFileStore
 from viewstore.openhands.server_internals import server_version
@@ -206,42 +205,22 @@ def launch(
     env: dict[str, str] | None = None,
     lease_ttl: float | None = None,
 ) -> Launched:
-    """An ``openhands-agent-server`` process configured as tests/ingest/_fleet.py's
-    ``start_agent_server`` does (``conversations``: its ``conversations_path``), but for
-    VSCode and the browser's preload, off; not waited for: ``answering`` times its start."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "work").mkdir(exist_ok=True)
-    server = AgentServer(name, free_port(), folder, SESSION_KEY_PREFIX + name)
-    config: dict[str, Any] = {
-        "conversations_path": str(conversations or folder / "conversations"),
-        "bash_events_dir": str(folder / "bash_events"),
-        "session_api_keys": [server.key],
-        "webhooks": [],
+    """An ``openhands-agent-server`` process as tests/ingest/_fleet.py spawns one
+    (``conversations``: its ``conversations_path``), but with VSCode and the browser's
+    preload off; not waited for: ``answering`` times its start."""
+    began = time.perf_counter()
+    server = spawn_agent_server(
+        name,
+        folder,
+        None,
+        conversations=conversations,
+        on_store=on_store,
+        store_env=env,
         # Neither is on this machine: each would fail after seconds at every start, the
         # same on either side, and no conversation here uses them.
-        "enable_vscode": False,
-        "preload_tools": False,
-    }
-    if lease_ttl is not None:
-        config["lease_ttl_seconds"] = lease_ttl
-    config_path = folder / "agent_server_config.json"
-    config_path.write_text(json.dumps(config))
-    environment = {
-        **os.environ,
-        "OPENHANDS_AGENT_SERVER_CONFIG_PATH": str(config_path),
-        "OH_SECRET_KEY": "fleet-test-secret-key-0123456789",
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "OPENHANDS_SUPPRESS_BANNER": "1",
-    }
-    command = [sys.executable, "-m", "openhands.agent_server", *HOST, "--port", str(server.port)]
-    if on_store is not None:
-        command += ["--import-modules", "viewstore.openhands.on_store"]
-        environment.update(VIEWSTORE_URL=on_store, VIEWSTORE_SERVER_NAME=name, **(env or {}))
-    with server.log_path.open("ab") as log:
-        began = time.perf_counter()
-        server.process = subprocess.Popen(
-            command, cwd=folder, env=environment, stdout=log, stderr=subprocess.STDOUT
-        )
+        config={"enable_vscode": False, "preload_tools": False},
+        **({} if lease_ttl is None else {"lease_ttl": lease_ttl}),
+    )
     return Launched(server, began)
 
 
@@ -281,15 +260,7 @@ def start_conversation(
 ) -> tuple[str, str]:
     """A conversation of ``rounds`` steps (the scripted LLM reads ``rounds=`` in its first
     message): its id (hex) and that first message."""
-    settings: dict[str, Any] = {
-        "llm": {
-            "usage_id": "agent",
-            "model": "openai/scripted",
-            "base_url": llm.base_url,
-            "api_key": "unused",
-            "num_retries": 0,
-        }
-    }
+    settings: dict[str, Any] = {"llm": llm.settings()}
     if condenser is not None:
         settings["condenser"] = {**condenser, "enabled": True}
     first = f"task {uuid.uuid4().hex[:8]} rounds={rounds}"

@@ -91,6 +91,16 @@ class ScriptedLLM:
             calls = [_call("finish", {"message": "done"})]
         return _completion({"role": "assistant", "content": None, "tool_calls": calls})
 
+    def settings(self) -> dict[str, Any]:
+        """The agent's LLM settings that send its requests here."""
+        return {
+            "usage_id": "agent",
+            "model": "openai/scripted",
+            "base_url": self.base_url,
+            "api_key": "unused",
+            "num_retries": 0,
+        }
+
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         llm = self
 
@@ -225,15 +235,7 @@ class AgentServer:
     def start_conversation(
         self, llm: ScriptedLLM, rounds: int, *, condense: bool, sleep_at: int | None = None
     ) -> str:
-        settings: dict[str, Any] = {
-            "llm": {
-                "usage_id": "agent",
-                "model": "openai/scripted",
-                "base_url": llm.base_url,
-                "api_key": "unused",
-                "num_retries": 0,
-            }
-        }
+        settings: dict[str, Any] = {"llm": llm.settings()}
         if condense:
             settings["condenser"] = {
                 "condenser_kind": "llm_summarizing",
@@ -359,22 +361,48 @@ def start_agent_server(
     port: int | None = None,
     **webhook: Any,
 ) -> AgentServer:
-    """An ``openhands-agent-server`` process; ``on_store``: a store URL it keeps its
-    conversations in (``--import-modules viewstore.openhands.on_store``), with ``store_env``
-    (``VIEWSTORE_IDLE_SECONDS``, ...) and ``lease_ttl_seconds`` from the webhook options'
-    ``lease_ttl`` key."""
+    """An ``openhands-agent-server`` process (``spawn_agent_server``), answering ``/health``."""
+    server = spawn_agent_server(
+        name, folder, ingest_url, on_store=on_store, store_env=store_env, port=port, **webhook
+    )
+    try:
+        wait_until(lambda: _answers(server), start_timeout, f"agent server {name}", interval=0.3)
+    except AssertionError:
+        server.stop()
+        raise AssertionError(f"agent server {name} did not start: {server.log_tail()}") from None
+    return server
+
+
+def spawn_agent_server(
+    name: str,
+    folder: Path,
+    ingest_url: str | None,
+    *,
+    conversations: Path | None = None,
+    on_store: str | None = None,
+    store_env: dict[str, str] | None = None,
+    port: int | None = None,
+    config: dict[str, Any] | None = None,
+    **webhook: Any,
+) -> AgentServer:
+    """An ``openhands-agent-server`` process, not waited for. ``conversations``: its
+    ``conversations_path`` (else a folder in ``folder``); ``on_store``: a store URL it keeps
+    its conversations in (``--import-modules viewstore.openhands.on_store``), with
+    ``store_env`` (``VIEWSTORE_IDLE_SECONDS``, ...); ``config``: more of the server's settings;
+    ``lease_ttl_seconds`` from the webhook options' ``lease_ttl`` key."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "work").mkdir(exist_ok=True)
     server = AgentServer(name, port or free_port(), folder, SESSION_KEY_PREFIX + name)
     lease_ttl = webhook.pop("lease_ttl", None)
-    config: dict[str, Any] = {
-        "conversations_path": str(folder / "conversations"),
+    settings: dict[str, Any] = {
+        "conversations_path": str(conversations or folder / "conversations"),
         "bash_events_dir": str(folder / "bash_events"),
         "session_api_keys": [server.key],
         "webhooks": [],
+        **(config or {}),
     }
     if lease_ttl is not None:
-        config["lease_ttl_seconds"] = lease_ttl
+        settings["lease_ttl_seconds"] = lease_ttl
     if ingest_url is not None:
         spec = {
             "base_url": ingest_url,
@@ -384,9 +412,9 @@ def start_agent_server(
             "num_retries": 0,
             "retry_delay": 0,
         }
-        config["webhooks"] = [{**spec, **webhook}]
+        settings["webhooks"] = [{**spec, **webhook}]
     config_path = folder / "agent_server_config.json"
-    config_path.write_text(json.dumps(config))
+    config_path.write_text(json.dumps(settings))
     env = {
         **os.environ,
         "OPENHANDS_AGENT_SERVER_CONFIG_PATH": str(config_path),
@@ -400,17 +428,8 @@ def start_agent_server(
         env.update(VIEWSTORE_URL=on_store, VIEWSTORE_SERVER_NAME=name, **(store_env or {}))
     with server.log_path.open("ab") as log:
         server.process = subprocess.Popen(
-            command,
-            cwd=folder,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
+            command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT
         )
-    try:
-        wait_until(lambda: _answers(server), start_timeout, f"agent server {name}", interval=0.3)
-    except AssertionError:
-        server.stop()
-        raise AssertionError(f"agent server {name} did not start: {server.log_tail()}") from None
     return server
 
 
