@@ -18,7 +18,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from viewstore.store.database.engine import WRITE, create_engine_for, default_url
-from viewstore.store.database.migrate import VERSION_TABLE, adopt_legacy_version
+from viewstore.store.database.migrate import VERSION_TABLE
 from viewstore.store.database.revisions import migration_lock
 from viewstore.store.database.schema import compared_on, metadata
 
@@ -51,7 +51,6 @@ def run_migrations_online() -> None:
             migration_lock(conn)
             if schema is not None:
                 conn.exec_driver_sql(f"CREATE SCHEMA IF NOT EXISTS {schema}")
-            adopt_legacy_version(conn, schema)
             _run(conn, schema)
             conn.commit()
     finally:

@@ -1,5 +1,5 @@
 """An online revision's instant DDL never deadlocks the transactions going on (PostgreSQL;
-viewstore/store/database/online_ddl.py, issue 37). It locks the tables it alters in the order
+migrations/online.py, issue 37). It locks the tables it alters in the order
 an append takes them, so an append holding the log gets the view rows and ends while the DDL
 waits; and it waits at most ``LOCK_TIMEOUT_MS`` a lock, so a reader that holds the view rows
 and then reads the log (the other order) is not cancelled as a deadlock's victim: the DDL
@@ -13,12 +13,11 @@ from collections.abc import Callable
 
 import pytest
 from sqlalchemy import Connection, text
+from viewstore._migrations import online
 
 from viewstore import EventStore
-from viewstore.store.database import online_ddl
 
 from ..store._helpers import A, O, S, U, layout_url
-from ._migrating import count
 
 # Takes view_entries' ACCESS EXCLUSIVE lock and changes nothing: kind is nullable at head.
 _DDL = "ALTER TABLE view_entries ALTER COLUMN kind DROP NOT NULL"
@@ -38,6 +37,11 @@ def store(request: pytest.FixtureRequest) -> EventStore:
     return opened
 
 
+def count(store: EventStore, sql: str) -> int:
+    with store.engine.connect() as conn:
+        return int(conn.execute(text(sql)).scalar_one())
+
+
 def ddl_meanwhile(store: EventStore, other: Connection, then: Callable[[], object]) -> int:
     """Run the DDL in another thread while ``other`` holds what it has locked; once the DDL
     waits for a lock, call ``then`` (more of ``other``'s transaction) and commit it. Returns
@@ -49,7 +53,7 @@ def ddl_meanwhile(store: EventStore, other: Connection, then: Callable[[], objec
         try:
             with store.engine.connect() as conn:
                 ddl = lambda: conn.exec_driver_sql(_DDL)  # noqa: E731 - one statement
-                attempts.append(online_ddl.run_alone(conn, ddl, ("events", "view_entries")))
+                attempts.append(online.run_alone(conn, ddl, ("events", "view_entries")))
         except BaseException as error:  # reported by the test below
             errors.append(error)
 

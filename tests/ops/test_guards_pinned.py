@@ -26,7 +26,6 @@ from sqlalchemy.exc import DBAPIError
 from viewstore import ConversationHasForksError, EventStore
 from viewstore.store.database.roles import role_name
 
-from ..migrations.test_migrations import downgrade, upgrade
 from ..store.test_roles import as_login, login_in
 from ._helpers import condensed_history, is_postgres, message
 
@@ -339,21 +338,4 @@ def test_every_viewstore_function_pins_its_search_path(
         _assert_pinned(store, schema or "public")
         store.append("c", condensed_history())
         store.append("c", message("m4"))  # the server function, pinned
-        assert store.verify().ok
-
-
-@pytest.mark.postgres
-def test_the_migration_downgrades_to_the_functions_it_replaced(fresh_pg_url: str) -> None:
-    with EventStore(fresh_pg_url) as store:
-        store.create_schema()
-        # Appended at head: this code writes view rows as revision 0022 shapes them, which a
-        # store at 0014 cannot hold; the downgrade writes them back as 0014 kept them.
-        store.append("c", condensed_history())
-        downgrade(store, "0014")
-        found = _functions(store)
-        assert "viewstore_conversations_set_once" not in found
-        assert all(config is None for config, _ in found.values())
-        upgrade(store)
-        store.append("c", message("m4"))
-        _assert_pinned(store, "public")
         assert store.verify().ok

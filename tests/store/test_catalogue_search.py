@@ -17,7 +17,7 @@ from sqlalchemy import event, make_url, text
 from viewstore import EventStore
 from viewstore.store.event_store import alembic_config
 
-from ..migrations.test_migrations import downgrade, drift
+from ..migrations.test_migrations import drift
 from ._helpers import S, U
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
@@ -116,25 +116,6 @@ def test_search_and_its_count_read_the_trigram_index(db_url: str) -> None:
         assert store.conversations(search="e%c") == []
         if not _partitioned(store):
             assert drift(store) == []
-
-
-@pytest.mark.parametrize("partitions", [None, 4])
-def test_a_store_holding_conversations_gets_it_online(
-    fresh_pg_url: str, partitions: int | None
-) -> None:
-    with EventStore(fresh_pg_url) as store:
-        # Filled at head and taken down: this code writes the rows of revision 0022's shape.
-        store.create_schema(partitions=partitions)
-        store.append("a-first", [S(), U("u")])
-        downgrade(store, "0017")
-        assert _indexes(store) == {}
-        store.create_schema()  # the concurrent build, outside a transaction
-        assert store.schema_revision() == HEAD
-        found = _indexes(store)
-        assert found.pop(NAME) is True
-        assert len(found) == (partitions or 0)  # each partition's, attached
-        assert all(found.values())
-        assert [r.id for r in store.conversations(search="firs")] == ["a-first"]
 
 
 def test_without_the_extension_the_migration_skips_the_index(fresh_pg_url: str) -> None:

@@ -17,7 +17,6 @@ from viewstore.domain.errors import (
     InvalidArgumentError,
 )
 from viewstore.store.adapters.source_info import SourceInfo
-from viewstore.store.database import migrate
 
 from ..ops._helpers import message
 
@@ -105,8 +104,7 @@ def test_bad_info_is_refused(store: EventStore) -> None:
 @pytest.mark.postgres
 def test_a_partitioned_store_gets_the_table_partitioned(fresh_pg_url: str) -> None:
     with EventStore(fresh_pg_url) as store:
-        migrate.upgrade(store.engine, None, "0019", partitions=4)
-        store.create_schema()
+        store.create_schema(partitions=4)
         with store.engine.connect() as conn:
             parts = conn.execute(
                 text(

@@ -186,18 +186,6 @@ def test_a_reader_reads_its_own_database_only(
                 conn.execute(text(f'DROP ROLE IF EXISTS "{role}"'))
 
 
-def test_the_shared_reader_of_migration_0002_reads_nothing_any_more(fresh_pg_url: str) -> None:
-    with EventStore(fresh_pg_url) as owner:
-        owner.create_schema()
-        owner.append("c", message("m1"))
-    with login_in(fresh_pg_url, "viewstore_reader") as login:
-        engine = create_engine(as_login(fresh_pg_url, login))
-        try:
-            _refused(engine, "SELECT * FROM attention_window")
-        finally:
-            engine.dispose()
-
-
 def test_only_the_owner_erases(fresh_pg_url: str) -> None:
     """The writer appends and keeps base states but cannot erase (no DELETE on the log, no
     INSERT of tombstones), nor can the reader; the owner can (migration 0010)."""

@@ -140,42 +140,18 @@ def test_sqlite_own_version_table_beside_a_foreign_alembic_version(
     assert (done.returncode, done.stderr) == (0, "")
 
 
-def test_a_store_from_before_the_own_version_table_is_moved_over(db_url: str) -> None:
-    """Stores made until now kept viewstore's revision in ``alembic_version``."""
-    with EventStore(db_url) as store:
-        store.create_schema()
-        store.append("c", [S(), U("u1")])
-        with store.engine.begin() as conn:  # what the old code left behind
-            conn.execute(
-                text(
-                    "CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL, "
-                    "CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num))"
-                )
-            )
-            conn.execute(
-                text("INSERT INTO alembic_version SELECT * FROM viewstore_alembic_version")
-            )
-            conn.execute(text("DROP TABLE viewstore_alembic_version"))
-        assert store.schema_revision() is None
-        store.create_schema()
-        assert store.schema_revision() == _head()
-        assert "alembic_version" not in inspect(store.engine).get_table_names()
-        assert store.view("c").event_ids == ["S", "u1"]
-        store.append("c", [U("u2")], expected_version=2)
-        assert store.verify().ok
-
-
 def test_a_foreign_alembic_version_with_a_revision_named_like_ours_is_left_alone(
     db_url: str,
 ) -> None:
-    """``0002`` is a common revision id: without viewstore's tables it is not ours."""
+    """``0027`` (viewstore's baseline) is a plausible revision id of another application's:
+    viewstore's revision is only ever in its own table."""
     engine = create_engine(_pg(db_url))
     with engine.begin() as conn:
         conn.execute(text("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)"))
-        conn.execute(text("INSERT INTO alembic_version VALUES ('0002')"))
+        conn.execute(text("INSERT INTO alembic_version VALUES ('0027')"))
     engine.dispose()
     with EventStore(db_url) as store:
         store.create_schema()
         assert store.schema_revision() == _head()
         store.append("c", [S()])
-    assert _rows(db_url, "SELECT version_num FROM alembic_version") == [("0002",)]
+    assert _rows(db_url, "SELECT version_num FROM alembic_version") == [("0027",)]

@@ -5,12 +5,6 @@ Alembic's default ``alembic_version``: an application managed by its own Alembic
 revision there, and two histories in one table make both tools fail ("Can't locate revision").
 On PostgreSQL the store may also live in its own schema (see ``viewstore.store.database.engine``).
 
-Stores created before the own table existed kept viewstore's revision in ``alembic_version``.
-``upgrade`` moves it over first, in the same transaction as the migration, and only when it is
-certainly viewstore's: the revision is one of ours *and* viewstore's tables are there (revision
-ids such as ``0002`` are common, so the id alone proves nothing). Any other row of that table,
-a foreign application's, is left as it was.
-
 Alembic is imported only here and only when the schema is touched: it is a fifth of every CLI
 call's start-up otherwise, and appends and reads never need it.
 
@@ -34,7 +28,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, Engine, inspect, text
+from sqlalchemy import Connection, Engine, text
 
 from viewstore.domain.errors import InvalidArgumentError
 from viewstore.store.database import revisions
@@ -44,9 +38,6 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 VERSION_TABLE = "viewstore_alembic_version"
-LEGACY_VERSION_TABLE = "alembic_version"
-#: Tables (and one column) that only a viewstore schema has all of.
-_OWN_TABLES = frozenset({"conversations", "events", "view_entries", "manipulation_indices"})
 
 log = logging.getLogger("viewstore.migrations")
 
@@ -117,10 +108,9 @@ def alembic_config(connection: Connection | None = None, schema: str | None = No
 def upgrade(
     engine: Engine, schema: str | None, revision: str = "head", partitions: int | None = None
 ) -> None:
-    """Create the schema if needed, adopt a legacy version row, and migrate to ``revision``,
-    in one transaction (PostgreSQL's DDL is transactional). ``partitions``: a new store's
-    tables are then hash-partitioned (``viewstore.store.distribution.partitions``), in that
-    transaction."""
+    """Create the schema if needed and migrate to ``revision``, in one transaction
+    (PostgreSQL's DDL is transactional). ``partitions``: a new store's tables are then
+    hash-partitioned (``viewstore.store.distribution.partitions``), in that transaction."""
     with quiet_alembic():
         _upgrade(engine, schema, revision, partitions)
 
@@ -135,7 +125,6 @@ def _upgrade(engine: Engine, schema: str | None, revision: str, partitions: int 
         revisions.migration_lock(conn)
         if schema is not None:
             conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {schema}"))
-        adopt_legacy_version(conn, schema)
         before = _current(conn, schema)
         revisions.check_known(before, alembic_config())
         command.upgrade(alembic_config(conn, schema), revision)
@@ -176,43 +165,3 @@ def _current(conn: Connection, schema: str | None) -> str | None:
         return MigrationContext.configure(conn, opts=opts).get_current_revision()
     except CommandError as error:  # e.g. two heads in the version table
         raise revisions.unreadable(error) from error
-
-
-def _our_revisions() -> set[str]:
-    from alembic.script import ScriptDirectory  # noqa: PLC0415
-
-    script = ScriptDirectory.from_config(alembic_config())
-    return {r.revision for r in script.walk_revisions()}
-
-
-def adopt_legacy_version(conn: Connection, schema: str | None) -> bool:
-    """Move viewstore's revision from ``alembic_version`` to its own table; True if moved."""
-    inspector = inspect(conn)
-    tables = set(inspector.get_table_names(schema=schema))
-    if VERSION_TABLE in tables or LEGACY_VERSION_TABLE not in tables:
-        return False
-    if not tables >= _OWN_TABLES:
-        return False
-    columns = {c["name"] for c in inspector.get_columns("conversations", schema=schema)}
-    if "last_hash" not in columns:
-        return False
-    prefix = f"{schema}." if schema else ""
-    legacy = f"{prefix}{LEGACY_VERSION_TABLE}"
-    stored = [row[0] for row in conn.execute(text(f"SELECT version_num FROM {legacy}"))]
-    ours = [revision for revision in stored if revision in _our_revisions()]
-    if not ours:
-        return False
-    # The shape Alembic itself gives a version table.
-    conn.execute(
-        text(
-            f"CREATE TABLE {prefix}{VERSION_TABLE} (version_num VARCHAR(32) NOT NULL, "
-            f"CONSTRAINT {VERSION_TABLE}_pkc PRIMARY KEY (version_num))"
-        )
-    )
-    for revision in ours:
-        conn.execute(text(f"INSERT INTO {prefix}{VERSION_TABLE} VALUES (:r)"), {"r": revision})
-        conn.execute(text(f"DELETE FROM {legacy} WHERE version_num = :r"), {"r": revision})
-    if len(ours) == len(stored):  # the table was viewstore's alone: it goes
-        conn.execute(text(f"DROP TABLE {legacy}"))
-    log.info("moved viewstore's revision %s from %s to %s", ", ".join(ours), legacy, VERSION_TABLE)
-    return True

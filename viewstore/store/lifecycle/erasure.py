@@ -18,7 +18,6 @@ from viewstore.domain.errors import (
     ConversationNotFoundError,
 )
 from viewstore.store.append.locking import lock_conversation
-from viewstore.store.database import forgotten
 from viewstore.store.database.schema import (
     base_states,
     condensations,
@@ -97,13 +96,6 @@ def erase(
         "erased_by": erased_by,
     }
     conn.execute(insert(tombstones).values(values))
-    # While revision 0024 runs, the old rows of condensations it has not reached yet refer to
-    # them (docs/operations.md).
-    if forgotten.exists(conn, forgotten.LEGACY):
-        conn.execute(
-            text(f"DELETE FROM {forgotten.LEGACY} WHERE conversation_id = :c"),
-            {"c": conversation_id},
-        )
     for table, column in _ROWS_OF:
         conn.execute(delete(table).where(column == conversation_id))
     return _tombstone(values)

@@ -1,13 +1,18 @@
-"""The instant DDL of an online revision: a short transaction of its own, whose locks never
-deadlock the appends going on meanwhile.
+"""A tool for revisions after the baseline that alter tables workers go on appending to: the
+instant DDL in a short transaction of its own, whose locks never deadlock the appends going on
+meanwhile, then the slow part in batches (docs/operations.md, "Migrations").
 
-An online revision (0022, 0023, 0024, 0026) alters tables that workers go on appending to: its
-DDL is instant, then its batches run between their appends. On PostgreSQL each ``ALTER`` takes
-an ``ACCESS EXCLUSIVE`` lock on its table and keeps it to the end of the transaction. Taken
-one statement at a time, in the order the statements come, the locks met appends that had
-written the log and waited for ``view_entries``, which the migration held while it waited for
-``events`` (issue 37: a killed revision 0022 run again with workers appending deadlocked on
-``ALTER TABLE view_entries ALTER COLUMN event_id DROP NOT NULL``). So ``run_alone``:
+Not part of the runtime package: only a revision imports it (``from viewstore._migrations
+import online``). Such a revision commits its instant DDL through ``run_alone``, walks its
+rows in short transactions keyed on the table's primary key (idempotent, so a run killed half
+way and run again finishes), and takes the migration lock again with ``relock`` before it
+ends, as the store's own upgrade holds it to the commit.
+
+On PostgreSQL each ``ALTER`` takes an ``ACCESS EXCLUSIVE`` lock on its table and keeps it to
+the end of the transaction. Taken one statement at a time, in the order the statements come,
+the locks meet appends that have written the log and wait for ``view_entries``, which the
+migration holds while it waits for ``events`` (a revision killed and run again with workers
+appending deadlocked so before the release). So ``run_alone``:
 
 - commits what the migration did before, so the DDL's transaction holds nothing else;
 - takes the locks of every table the DDL alters first, in one ``LOCK TABLE``, in the order an
@@ -32,6 +37,8 @@ import time
 from collections.abc import Callable, Sequence
 
 import sqlalchemy as sa
+
+from viewstore.store.database import revisions
 
 #: The tables an append writes, in the order it locks them (``EventStore._append``: the log,
 #: the view rows and indices the projection writes, then the condensations; the fast path
@@ -79,3 +86,9 @@ def run_alone(bind: sa.Connection, ddl: Callable[[], object], tables: Sequence[s
                 raise
         time.sleep(pause)
         pause = min(pause * 2, 1.0)
+
+
+def relock(bind: sa.Connection) -> None:
+    """Take the migration lock again for the rest of the upgrade (``run_alone`` and the
+    batches committed it)."""
+    revisions.migration_lock(bind)

@@ -1,0 +1,96 @@
+"""The baseline revision builds the store the folded revisions built.
+
+``data/folded_0027.json`` was recorded (with ``_snapshot.snapshot``) from stores that revisions
+0001 to 0027 built, one after the other, at commit f285989, the last before they were folded:
+a SQLite file, a PostgreSQL database, one hash-partitioned into 4, and one in its own schema.
+A store the baseline builds today must equal each: every table, column, constraint, index,
+trigger, function, view, sequence, grant of viewstore's roles, partition, and row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from viewstore import EventStore
+
+from ._snapshot import Snapshot, snapshot
+
+FOLDED = json.loads((Path(__file__).parent / "data" / "folded_0027.json").read_text())
+
+# (layout, partitions, schema): the stores recorded in FOLDED.
+POSTGRES_LAYOUTS = {
+    "postgresql": (None, None),
+    "partitioned": (4, None),
+    "schema": (None, "agents"),
+}
+
+
+def _differences(found: Snapshot, recorded: Snapshot) -> list[str]:
+    """One line per part that differs, naming what only one side has."""
+    lines = []
+    for part in sorted(set(found) | set(recorded)):
+        mine, theirs = found.get(part), recorded.get(part)
+        if mine == theirs:
+            continue
+        if isinstance(mine, list) and isinstance(theirs, list):
+            a = {json.dumps(x) for x in mine}
+            b = {json.dumps(x) for x in theirs}
+            lines.append(f"{part}: baseline only {sorted(a - b)}, folded only {sorted(b - a)}")
+        else:
+            lines.append(f"{part}: baseline {mine!r}\n  folded {theirs!r}")
+    return lines
+
+
+def _normal(shot: Snapshot) -> Any:
+    return json.loads(json.dumps(shot))  # tuples to lists, as the recording holds them
+
+
+@pytest.fixture
+def built(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, EventStore]]:
+    layout: str = request.param
+    if layout == "sqlite":
+        store = EventStore(f"sqlite:///{tmp_path / 'baseline.db'}")
+        store.create_schema()
+    else:
+        url = request.getfixturevalue("fresh_pg_url")
+        partitions, schema = POSTGRES_LAYOUTS[layout]
+        store = EventStore(url, schema=schema)
+        store.create_schema(partitions=partitions)
+    try:
+        yield layout, store
+    finally:
+        store.close()
+
+
+LAYOUTS = [
+    "sqlite",
+    *(pytest.param(name, marks=pytest.mark.postgres) for name in POSTGRES_LAYOUTS),
+]
+
+
+@pytest.mark.parametrize("built", LAYOUTS, indirect=True)
+def test_the_baseline_builds_what_the_folded_revisions_built(
+    built: tuple[str, EventStore],
+) -> None:
+    layout, store = built
+    with store.engine.connect() as conn:
+        found = _normal(snapshot(conn, store.schema))
+    assert _differences(found, FOLDED[layout]) == []
+
+
+@pytest.mark.parametrize("built", ["sqlite", LAYOUTS[1]], indirect=True)
+def test_the_comparison_sees_a_missing_guard(built: tuple[str, EventStore]) -> None:
+    """The comparison can fail: without the set-once guard the store is not the baseline."""
+    layout, store = built
+    trigger = "conversations_set_once" + ("" if layout == "sqlite" else " ON conversations")
+    with store.engine.begin() as conn:
+        conn.execute(text(f"DROP TRIGGER {trigger}"))
+    with store.engine.connect() as conn:
+        found = _normal(snapshot(conn, store.schema))
+    assert any(line.startswith("trigger") for line in _differences(found, FOLDED[layout]))
