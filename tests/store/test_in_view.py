@@ -1,14 +1,37 @@
 """``in_view`` answers what a read of the view answers, on conversations with summaries, with
 rows that left the view, and on forks (inside their source's part, past it, at its present),
-now and as of seqs all along: since revision 0026 an event is found by its seq in the lineage's
+now and as of seqs all along: an event is found by its seq in the lineage's
 logs and a summary by the id its row holds."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from viewstore import EventStore
 
-from ..migrations.test_migration_0022 import fill
-from ._helpers import A, C, O, U
+from ._helpers import A, C, O, S, U
+from .test_view_rows import rich_history
+
+
+def long_history(pairs: int) -> list[dict[str, Any]]:
+    events = [S(), U("u")]
+    for i in range(pairs):
+        events += [A(f"a{i}", f"t{i}", f"r{i}"), O(f"o{i}", f"t{i}")]
+    return events
+
+
+def fill(store: EventStore, pairs: int = 300) -> None:
+    """Summaries, rows that left the view, and forks: of a conversation, of its fork inside
+    and after the shared prefix, and one forked at its source's present."""
+    store.append("rich", rich_history())
+    store.append("rich", [A("a2", "t2", "r2"), O("o2", "t2"), C("c2", ["m1"], "again", 0)])
+    store.append("long", long_history(pairs))
+    store.append("long", [C("c", [f"a{i}" for i in range(40)], "gist", 2)])
+    store.fork("long", 200, "fork1")
+    store.append("fork1", [A("fa", "ft", "fr"), O("fo", "ft"), C("fc", ["fa"], "forked", 1)])
+    store.fork("fork1", 100, "fork2")  # inside fork1's shared prefix: long's rows
+    store.fork("fork1", store.view("fork1").version, "fork3")  # fork1's present
+    store.append("fork3", [U("u3")])
 
 
 def test_in_view_equals_the_view_read(store: EventStore) -> None:
