@@ -95,8 +95,8 @@ CASES: list[tuple[str, object, str]] = [
         ],
         "seq 4: a condensations row (event 'm2') where the log holds no Condensation",
     ),
-    # condensation_forgotten is a view of the condensation's payload and its not_in_view
-    # (revision 0024): the one column behind its rows that the chain does not cover.
+    # condensation_forgotten is a view of the condensation's payload and its not_in_view: the
+    # one column behind its rows that the chain does not cover.
     (
         "forgotten-was-in-view",
         ["UPDATE condensations SET not_in_view = '[\"o1\"]' WHERE conversation_id = 'c'"],
@@ -105,6 +105,11 @@ CASES: list[tuple[str, object, str]] = [
     (
         "not-in-view-unlisted-id",
         ["UPDATE condensations SET not_in_view = '[\"m1\"]' WHERE conversation_id = 'c'"],
+        "seq 6: condensations.not_in_view is",
+    ),
+    (
+        "not-in-view-null",
+        ["UPDATE condensations SET not_in_view = NULL WHERE conversation_id = 'c'"],
         "seq 6: condensations.not_in_view is",
     ),
     (

@@ -425,7 +425,7 @@ class EventStore(
         by itself (stop iterating, or ``close()`` it, to end it).
 
         On PostgreSQL each commit that appends events wakes it (``LISTEN`` on a connection
-        of its own, migration 0021), and it reads again at least every ``poll`` seconds
+        of its own, docs/schema.md), and it reads again at least every ``poll`` seconds
         anyway; on SQLite (and on a Citus cluster) it polls, from 50 ms up to ``poll``. It
         yields what ``feed()`` would, each entry once, and after a dropped connection it
         reconnects and goes on from the last entry it yielded (``viewstore.store.feed.follow``).
@@ -449,6 +449,6 @@ class EventStore(
         """Where commits notify a follower (None: nowhere, poll); for ``follow`` and the
         async follower (``viewstore.store.feed.follow_async``)."""
         with self._read() as conn:
-            if self._node_feeds.sharded(conn):  # Citus: no notifications (migration 0021)
+            if self._node_feeds.sharded(conn):  # Citus: no notifications (docs/schema.md)
                 return None
             return listen_target(conn)

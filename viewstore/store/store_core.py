@@ -72,7 +72,7 @@ class StoreCore:
         while the PostgreSQL fast path's single statement does not (docs/distribution.md).
 
         ``server_append``: on PostgreSQL the fast path calls the server-side function
-        ``viewstore_append_rows`` (migration 0014) where the database has it (None, the default,
+        ``viewstore_append_rows`` (docs/schema.md) where the database has it (None, the default,
         finds out); False sends the equivalent single statement instead."""
         self._chain_key = resolve_key(chain_key)
         check_schema(schema)

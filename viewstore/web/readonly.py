@@ -38,7 +38,7 @@ def read_only_store(url: str, schema: str | None = None) -> EventStore:
 
 
 #: The tables the viewer reads. On PostgreSQL the database's reader role
-#: (``viewstore_reader_<database>``) may select them since migration 0009, and nothing else.
+#: (``viewstore_reader_<database>``) may select them, and nothing else.
 VIEWER_TABLES = (
     "conversations",
     "events",

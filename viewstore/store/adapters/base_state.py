@@ -246,7 +246,7 @@ _UNREADABLE = "this database role may not read base_states"
 def readable(conn: Connection) -> bool:
     """Whether this connection's role may read ``base_states``. The database's reader role,
     which the web viewer runs verify as, may not: it reads the viewer's tables, and a base
-    state holds the agent's settings (migrations 0009 and 0010)."""
+    state holds the agent's settings (docs/operations.md, "Roles")."""
     if conn.dialect.name != "postgresql":
         return True
     # Resolved through the connection's search_path, as the store's own statements are.

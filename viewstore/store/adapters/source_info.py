@@ -1,4 +1,4 @@
-"""What an agent server says about a conversation (``conversation_sources``, migration 0020):
+"""What an agent server says about a conversation (``conversation_sources``):
 the rows ``viewstore ingest`` and ``viewstore sync`` write, and ``EventStore``'s methods for
 them. A newer record replaces an older one (by the server's ``updated_at``); an older one,
 arriving late, changes nothing.

@@ -484,7 +484,7 @@ def entry_params(
         "timestamp": entry.timestamp if own else None,
         "parent_id": entry.parent_id if own else None,
         "is_summary": entry.is_summary,
-        "envelope": None,  # a read builds the Event from its payload (revision 0023)
+        "envelope": None,  # a read builds the Event from its payload (docs/schema.md)
         "holder": holder,
     }
 

@@ -163,7 +163,7 @@ def _check_rows(
         loaded = None
     have_entries = {entry.order_key: entry for entry in loaded or ()}
     # A read builds each Event from the row's id and its payload (the log's, or a summary's
-    # own): both are compared here, so the envelope column (revision 0023: NULL, unread) is not.
+    # own): both are compared here, so the envelope column (NULL, unread) is not.
     wrong_rows, wrong_copies = _entry_differences(want_entries, have_entries)
     if wrong_rows:
         order_key = min(wrong_rows)

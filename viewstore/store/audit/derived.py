@@ -198,15 +198,15 @@ def forgotten_rows(conn: Connection, key: str, log: Log, removed: dict[int, set[
 
 def _not_in_view(conn: Connection, key: str, log: Log, removed: dict[int, set[str]]) -> list[str]:
     """``condensations.not_in_view`` as replay has it: what ``condensation_forgotten`` does not
-    show (an id the condensation does not list, or the order) still must not be forged. NULL
-    is a row revision 0024 has not reached, or one listing no id."""
+    show (an id the condensation does not list, or the order) still must not be forged; every
+    append writes it, so NULL is a forgery too."""
     wanted = {
         seq: not_in_view(event.forgotten_event_ids, removed.get(seq, set()))
         for seq, event in log
         if event.role is Role.CONDENSATION
     }
     query = select(condensations.c.seq, condensations.c.not_in_view).where(
-        condensations.c.conversation_id == key, condensations.c.not_in_view.is_not(None)
+        condensations.c.conversation_id == key
     )
     return [
         f"seq {seq}: condensations.not_in_view is {show(have)}, replay says {show(wanted[seq])}"

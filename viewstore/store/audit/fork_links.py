@@ -1,7 +1,7 @@
 """A conversation's fork links (``forked_from``, ``fork_seq``, ``family_id``), checked.
 
 ``fork()`` writes the three columns once and the database refuses to change them afterwards
-(migration 0015). What a guard cannot stop is a row written wrong in the first place: one
+(docs/schema.md). What a guard cannot stop is a row written wrong in the first place: one
 INSERTed by hand, or edited by the owner with the triggers off. Marking a conversation as a
 fork of a victim makes the owner's ``erase(victim)`` fail with ``ConversationHasForksError``,
 so ``verify`` re-derives here everything about a link that the rows determine:

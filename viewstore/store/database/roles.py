@@ -1,10 +1,10 @@
-"""The names of a PostgreSQL database's viewstore roles (created by migration 0008).
+"""The names of a PostgreSQL database's viewstore roles (created by the baseline migration).
 
 Roles belong to the whole server, so a role shared by every viewstore database (as
 ``viewstore_reader`` was) lets a login granted it for one database read them all. Each database
 therefore has its own pair, named after it:
 
-- ``viewstore_reader_<database>`` may select the analyst views and (migration 0009) the tables
+- ``viewstore_reader_<database>`` may select the analyst views and (docs/schema.md) the tables
   the web viewer reads, and write nothing;
 - ``viewstore_writer_<database>`` may append, read, rebuild and follow the feed, but owns
   nothing: it cannot alter a table, switch the append-only trigger off or replace its function.

@@ -48,7 +48,7 @@ def only_on(dialect: str, item: SchemaItemT) -> SchemaItemT:
 
 
 #: Indexes a store has or not, by what its server offers, so no drift either way: the trigram
-#: index of the catalogue's search, where PostgreSQL has pg_trgm (revision 0018).
+#: index of the catalogue's search, where PostgreSQL has pg_trgm (docs/schema.md).
 OPTIONAL_INDEXES = frozenset({"ix_conversations_id_trgm"})
 
 
@@ -96,7 +96,7 @@ conversations = Table(
     # The catalogue's orders (viewstore.store.read.catalogue), each with id as its tie-breaker so
     # the order is total and a keyset page starts right after its cursor; read backwards for
     # a descending order. updated_at also serves updated_since and the inactive scan, and
-    # view_length min_view_length (revision 0017).
+    # view_length min_view_length (docs/schema.md).
     *(
         Index(None, column, "id")
         for column in ("created_at", "updated_at", "version", "view_length")
@@ -150,8 +150,7 @@ condensations = Table(
     Column("summary_offset", BigInteger, nullable=True),
     # JSON array of the ids the condensation lists that were not in the view when it ran (so
     # did not leave it): ``[]`` nearly always. With the payload's list, what the view
-    # ``condensation_forgotten`` shows (revision 0024; NULL on a row that migration has not
-    # reached yet).
+    # ``condensation_forgotten`` shows. Every append writes it.
     Column("not_in_view", Text, nullable=True),
     PrimaryKeyConstraint("conversation_id", "seq"),
     ForeignKeyConstraint(["conversation_id", "seq"], ["events.conversation_id", "events.seq"]),
@@ -163,7 +162,7 @@ views = MetaData()
 
 # One row per id a Condensation lists, and whether it was in the view when the condensation
 # ran (and so really left it): a SQL view of the condensation's payload and ``not_in_view``
-# (revision 0024; viewstore.store.database.forgotten).
+# (viewstore.store.database.forgotten).
 condensation_forgotten = Table(
     "condensation_forgotten",
     views,
@@ -179,7 +178,7 @@ view_entries = Table(
     Column("conversation_id", CONVERSATION_ID, nullable=False),
     Column("order_key", ORDER_KEY, nullable=False),
     # A summary's id and kind. NULL on an event's row: a read takes them from the log row its
-    # seq (and holder) name, as it does the payload (revision 0026; store/read/logged_ids.py).
+    # seq (and holder) name, as it does the payload (store/read/logged_ids.py).
     Column("event_id", ID, nullable=True),
     Column("seq", BigInteger, nullable=False),  # the event's seq; a summary: its condensation's
     Column("kind", String(255), nullable=True),
@@ -191,16 +190,14 @@ view_entries = Table(
     Column("left_seq", BigInteger, nullable=True),
     # A summary's event, which the log does not hold: the JSON its condensation synthesized and
     # its fields. NULL on an event's row: a read takes those from the log, joined on its
-    # primary key, so each payload is stored once (revision 0022; docs/schema.md).
+    # primary key, so each payload is stored once (docs/schema.md).
     Column("payload", Text, nullable=True),
     Column("source", String(255), nullable=True),
     Column("timestamp", String(64), nullable=True),
     Column("parent_id", ID, nullable=True),
     Column("is_summary", Boolean, nullable=False),
-    # A summary's id and the fields a read rebuilds its Event from, packed in one text
-    # (viewstore.store.read.stored_events). NULL on an event's row: a read packs the same text
-    # from the row's columns and the log's, so the row stores no second copy of them (revision
-    # 0023; docs/schema.md).
+    # NULL on every row: a read builds each Event from its payload, which holds every field
+    # this column once repeated (docs/schema.md).
     Column("envelope", Text, nullable=True),
     # Where the event's row is, when not in this conversation's log: a fork's rows copied from
     # its source (their events are the source's, or an ancestor's); NULL otherwise.
@@ -215,7 +212,7 @@ view_entries = Table(
         sqlite_where=text("left_seq IS NULL"),
     ),
     # What a resume computed from rows reads besides the live view and the primary key
-    # (migrations 0019, 0025); a row enters it when it leaves the view, never on an append.
+    # (docs/schema.md); a row enters it when it leaves the view, never on an append.
     Index(
         "ix_view_entries_left_actions",
         "conversation_id",
@@ -279,8 +276,8 @@ conversation_sources = Table(
     PrimaryKeyConstraint("conversation_id"),
 )
 
-# What a store-backed agent server keeps of a conversation (migration 0027,
-# viewstore.store.adapters.runners): its ``meta.json`` and the lease of the one server that may
+# What a store-backed agent server keeps of a conversation
+# (viewstore.store.adapters.runners): its ``meta.json`` and the lease of the one server that may
 # run it (holder, generation, expiry). Rewritten by the servers; not part of the audit trail.
 server_conversations = Table(
     "server_conversations",
@@ -299,7 +296,7 @@ server_conversations = Table(
 
 # One row per erased conversation (``EventStore.erase``): what it was, when and why it went.
 # Append-only like the log; its row is also what lets the log's guard delete that conversation's
-# events, and only them (migration 0010).
+# events, and only them (docs/schema.md).
 tombstones = Table(
     "tombstones",
     metadata,
@@ -316,7 +313,7 @@ tombstones = Table(
 
 # One row per redaction of an event (``EventStore.redact``): what was removed, when, why and by
 # whom, and what ``verify`` needs to carry the hash chain across the changed payload. A second
-# redaction of the same event is its next ``round``. Append-only (migration 0013).
+# redaction of the same event is its next ``round``. Append-only (docs/schema.md).
 redactions = Table(
     "redactions",
     metadata,
@@ -334,7 +331,7 @@ redactions = Table(
     Column("redacted_digest", String(64), nullable=False),  # and after
     Column("record_hash", String(64), nullable=False),
     # JSON object: the leaf digest of each string the round replaced, by JSON Pointer
-    # (revision 0016); NULL on a record of an event hashed before chain scheme 2.
+    # (docs/schema.md); NULL on a record of an event hashed before chain scheme 2.
     Column("leaf_digests", Text, nullable=True),
     PrimaryKeyConstraint("conversation_id", "seq", "round"),
 )

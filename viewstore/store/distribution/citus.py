@@ -2,7 +2,7 @@
 
 Every table is distributed by its conversation column and co-located with ``conversations``,
 so one conversation's rows of every table share a shard. The server-side append
-(``viewstore_append_rows``, migration 0014) is distributed by its conversation argument and
+(``viewstore_append_rows``) is distributed by its conversation argument and
 co-located too, so Citus runs each call on the worker that holds the conversation, as one
 local transaction. A trigger stamps each event with the transaction id of the node it is
 written on, which the per-node change feed needs (``viewstore.store.distribution.shard_feed``). The
@@ -25,7 +25,7 @@ from viewstore.store.distribution.server_append import FUNCTION, signature
 # from their own ranges of the sequence (the server-side append runs on the worker, the
 # ordinary path's defaults are evaluated on the coordinator), and only one node's draws keep
 # a conversation's positions rising with its seqs. Its search_path is pinned like every other
-# viewstore function's (migration 0015): the sequence is named in the table's own schema, and
+# viewstore function's (docs/schema.md): the sequence is named in the table's own schema, and
 # nothing a session puts first in its path (its temporary schema) is ever looked up.
 FEED_TXID_FUNCTION = (
     "CREATE OR REPLACE FUNCTION viewstore_feed_txid() RETURNS trigger LANGUAGE plpgsql "
@@ -52,7 +52,7 @@ def statements(database: str) -> list[str]:
         FEED_TXID_FUNCTION,
         "CREATE TRIGGER events_feed_txid BEFORE INSERT ON events "
         "FOR EACH ROW EXECUTE FUNCTION viewstore_feed_txid()",
-        # The feed's wake-up (migration 0021) is a statement-level trigger: Citus would run it
+        # The feed's wake-up (docs/schema.md) is a statement-level trigger: Citus would run it
         # on each shard, on the workers, where no follower listens. Followers of a
         # distributed store poll (viewstore/store/feed/follow.py).
         "DROP TRIGGER IF EXISTS events_feed_notify ON events",

@@ -36,9 +36,6 @@ TABLES = {
     "tombstones": "conversation_id",
     "redactions": "conversation_id",
 }
-#: Tables of older revisions, which a store partitioned at such a revision still has: revision
-#: 0024 made ``condensation_forgotten`` a view.
-FORMER_TABLES = {"condensation_forgotten": "conversation_id"}
 #: The append-only tables and the function their guards call.
 APPEND_ONLY = {
     "events": "viewstore_events_append_only",
@@ -81,33 +78,18 @@ def partition(conn: Connection, partitions: int) -> None:
             "partitioned tables need PostgreSQL; an SQLite store has one file and no partitions"
         )
     check_count(partitions)
-    tables = _present(conn)
+    tables = list(TABLES)
     _check_empty(conn, tables)
     saved = _definitions(conn, tables)
     # Views in the order they were made (condensation_log reads condensation_forgotten, a view
-    # too since revision 0024): dropped last first, made again first first.
+    # too): dropped last first, made again first first.
     for name, _ in reversed(saved["views"]):
         conn.execute(text(f"DROP VIEW {name}"))
     for table, name, _ in saved["foreign_keys"]:
         conn.execute(text(f"ALTER TABLE {table} DROP CONSTRAINT {name}"))
     for table in tables:
-        _rebuild(conn, table, {**TABLES, **FORMER_TABLES}[table], partitions)
+        _rebuild(conn, table, TABLES[table], partitions)
     _restore(conn, saved, partitions)
-
-
-def _present(conn: Connection) -> list[str]:
-    """The tables of ``TABLES`` the store has at its revision (a store partitioned at an older
-    revision lacks the later ones; their migrations create them partitioned, as 0020 does).
-    ``FORMER_TABLES`` too, while they are tables: at revision 0024, ``condensation_forgotten``
-    becomes a view, kept as the views are."""
-    return [
-        table
-        for table in [*TABLES, *FORMER_TABLES]
-        if conn.execute(
-            text("SELECT relkind IN ('r', 'p') FROM pg_class WHERE oid = to_regclass(:t)"),
-            {"t": table},
-        ).scalar()
-    ]
 
 
 def _check_empty(conn: Connection, tables: list[str]) -> None:

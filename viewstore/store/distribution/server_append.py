@@ -1,5 +1,5 @@
 """The fast append as a call of the server-side function ``viewstore_append_rows``
-(migration 0014), on PostgreSQL.
+(docs/schema.md), on PostgreSQL.
 
 Same writes as the fast path's single statement (``fast_path.postgres_statement``), but the
 statements live in the server: the client sends one call, the conversation row's new state as
@@ -49,7 +49,7 @@ def _call() -> str:
 
 
 def available(engine: Engine) -> bool:
-    """Whether to call the function: the database has it (migration 0014), and its tables
+    """Whether to call the function: the database has it (docs/schema.md), and its tables
     are not partitioned. A function's statements run on cached generic plans, which prune
     partitions at run time on every call; there the function measured no faster than the
     single statement, which is planned with its values (docs/distribution.md)."""
@@ -88,7 +88,7 @@ def call(plan: Any) -> tuple[str, list[Any]]:
 
 def _columns(row: dict[str, Any]) -> dict[str, Any]:
     # A key left out reads as NULL (jsonb_to_recordset): an event's view row leaves out its
-    # empty payload, fields and holder (revision 0022), a shorter document to send and parse.
+    # empty payload, fields and holder (docs/schema.md), a shorter document to send and parse.
     return {
         name: value for name, value in row.items() if name not in _IMPLIED and value is not None
     }

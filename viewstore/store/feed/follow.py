@@ -1,11 +1,11 @@
 """Following the change feed: ``EventStore.follow()``, a blocking iterator that wakes on commits.
 
 The follower reads the feed (``EventStore.feed``) from its cursor until it has caught up, then
-waits, and reads on. On PostgreSQL with revision 0021 every commit that appended events sends
+waits, and reads on. On PostgreSQL every commit that appended events sends
 a notification on the store's channel (``viewstore_feed_`` and the log's schema), and the
 follower waits on a connection of its own that ``LISTEN``\\s there: it opens it, plain and in
 autocommit, outside the store's pool, before its first read, so a commit after that read always
-wakes it. Elsewhere (SQLite, a log distributed by Citus, an older schema) it polls. How long
+wakes it. Elsewhere (SQLite, a log distributed by Citus) it polls. How long
 each wait lasts, and the backoff after a dropped connection, are ``follow_state``'s.
 
 The guarantee is the feed's: every entry the feed has, once, in the feed's order. The follower
@@ -51,7 +51,7 @@ Read = Callable[[str | None, int], list[FeedEntry]]
 
 def channel(schema: str) -> str:
     """The notification channel of the store whose log lives in ``schema`` (as the trigger
-    function of migration 0021 names it)."""
+    function of the baseline migration names it)."""
     if len(schema.encode()) <= _LONGEST_NAME:
         return CHANNEL_PREFIX + schema
     return CHANNEL_PREFIX + hashlib.md5(schema.encode(), usedforsecurity=False).hexdigest()

@@ -6,7 +6,7 @@ between the blocking follower (``viewstore.store.feed.follow``) and the async on
 (``viewstore.store.feed.follow_async``); this module decides how long each wait is and how long to
 back off after a failure, and keeps the cursor.
 
-* **Woken by notifications** (PostgreSQL with migration 0021). A commit that appended events
+* **Woken by notifications** (PostgreSQL). A commit that appended events
   notifies the follower, which then reads at once. The feed only returns rows of transactions
   older than every transaction still running (``viewstore.store.feed.feed``), so the commit that
   woke the follower may not be readable yet: a slower transaction that took an earlier
@@ -17,7 +17,7 @@ back off after a failure, and keeps the cursor.
   Without any notification it reads every ``poll`` seconds anyway: the safety net (a
   notification lost with a dropped connection, a transaction outside the store holding the
   horizon back).
-* **Polling** (SQLite, a Citus-distributed log, a store older than revision 0021). The waits
+* **Polling** (SQLite, a Citus-distributed log). The waits
   start at ``POLL_START`` after a read that found something and double up to ``poll``.
 
 A failure the store calls transient (``TransientStorageError``: a dropped connection, a
@@ -96,7 +96,7 @@ class FollowState:
         return len(entries) >= self.limit
 
     def notified(self, payload: str = "") -> None:
-        """A commit notified the follower (``payload``: its transaction id, migration 0021):
+        """A commit notified the follower (``payload``: its transaction id, docs/schema.md):
         look again soon, and keep looking until the feed has shown that transaction."""
         txid = int(payload) if payload.isdigit() and len(payload) <= _TXID_DIGITS else None
         if txid is None:

@@ -1,7 +1,7 @@
 """Row-level SQL for erasing a conversation: its tombstone, then every row it had.
 
 Like ``rows``, every function takes an open ``Connection`` and never commits. The tombstone is
-written first: the log's guard (migration 0010) deletes a conversation's events only when
+written first: the log's guard (docs/schema.md) deletes a conversation's events only when
 its tombstone exists, so no other path can remove them.
 """
 

@@ -219,7 +219,7 @@ def _refuse_uncheckable(at: _Located, event_id: str, chain_key: bytes | None) ->
 def _redact_copies(conn: Connection, at: _Located, event: Event, holders: Sequence[str]) -> None:
     """Every copy the store keeps: for a condensation, its summary in its own table and in
     the summary rows of the conversation and of every fork that shares the event
-    (``holders``). An event's view rows hold no copy of its payload since revision 0022; one
+    (``holders``). An event's view rows hold no copy of its payload; one
     a store still migrating carries is dropped, so a read takes the redacted log's."""
     for holder in holders:
         conn.execute(

@@ -3,7 +3,7 @@
 Everything a list of conversations shows is kept on the ``conversations`` row by every append
 (version, view length, request flag, times); the last event's kind is one primary-key lookup
 in the log (its seq is the version), and what its agent server said of it one in
-``conversation_sources`` (revision 0020). Its first user message, what a person recognises a
+``conversation_sources`` (docs/schema.md). Its first user message, what a person recognises a
 conversation by where no agent server gave it a title, is one more query for the whole page
 (and its payloads a second): a range of each listed conversation's first
 ``FIRST_MESSAGE_WITHIN`` seqs in the log's primary key, read where the lineage keeps them (a
@@ -11,7 +11,7 @@ fork's first events are its source's). Listing a store therefore never reads a v
 log, whatever the conversations' sizes.
 
 Every order is served by an index of ``conversations`` that ends in ``id`` (the primary key for
-``id``, ``ix_conversations_<order>_id`` for the others, revision 0017), read forwards or
+``id``, ``ix_conversations_<order>_id`` for the others), read forwards or
 backwards: a page reads its own rows, not the catalogue. Keyset paging: a cursor carries the
 order, its direction and the last row's (value, id); the next page is the rows strictly after
 that pair in the order, ``WHERE (column, id) > (value, id)`` (``<`` descending), one range read

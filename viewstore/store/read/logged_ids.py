@@ -1,10 +1,9 @@
-"""An event's id and kind, for a view row that names its event by seq (revision 0026).
+"""An event's id and kind, for a view row that names its event by seq.
 
 An event's row in ``view_entries`` holds no copy of its event's id or kind: both are in its
 log row, found by the row's ``seq`` in its own conversation's log, or, for a fork's row copied
 from its source, in the log of the conversation its ``holder`` names. A summary's row holds its
-own (the log has no row of it), and so does a row revision 0026's batches have not reached yet
-(its copy equals the log's).
+own (the log has no row of it).
 
 A reader joins its own conversation's log (``OWN_LOG``) and takes the row's value or the log's
 (``EVENT_ID``, ``EVENT_KIND``); the rows naming a holder get theirs from ``from_holders``,

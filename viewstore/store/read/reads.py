@@ -3,7 +3,7 @@
 Reading a view never replays the log: the current view is one range scan of the partial index
 ``ix_view_entries_current`` and an as-of view one scan of the conversation's rows by their
 lifetimes, each row joined to its event's row in the log by the log's primary key (a view row
-carries no copy of its payload, revision 0022). Those scans go straight to the driver's
+carries no copy of its payload: docs/schema.md). Those scans go straight to the driver's
 cursor, and the events are built only when asked for (``StoredEvents``): a view read then
 costs about what a bare ``SELECT payload`` of the same rows costs.
 """
@@ -42,9 +42,9 @@ _CONVERSATION = (
 )
 # An event's payload is the log's, joined on its primary key; a summary's is its row's (the
 # log has no row of it: the join finds its condensation's, which the coalesce passes over).
-# Outer join: a row keeps its copy while a store migrates to revision 0022, and reads it.
-# Only the id and the payload: every field of the Event is in its payload (revision 0023). An
-# event's id is its log row's too (revision 0026; a summary's row holds its own).
+# Only the id and the payload: every field of the Event is in its payload. An event's id is
+# its log row's too; a summary's row holds its own id and payload, and the outer join finds no
+# log row for it.
 _ENTRIES = (
     "SELECT COALESCE(v.event_id, e.event_id), COALESCE(v.payload, e.payload) FROM view_entries v "
     "LEFT JOIN events e ON e.conversation_id = :c AND e.seq = v.seq "
@@ -142,7 +142,7 @@ def in_view(
 ) -> set[str]:
     """Which of ``event_ids`` the view holds (now, or right after ``as_of``): a summary by the
     id its row holds, an event by its seq in the lineage's logs, which is its row's key
-    (``viewstore.domain.order_key``; its row names it by seq only, revision 0026)."""
+    (``viewstore.domain.order_key``; its row names it by seq only)."""
     if not event_ids:
         return set()
     listed, bound = bind_list("e", event_ids)
@@ -230,10 +230,7 @@ def _fork_entries(conn: Connection, sql: str, params: dict[str, Any]) -> Sequenc
     does not hold, is read from its holder's log (the row's own conversation's when it names
     none), by seq, a few hundred at a time.
 
-    The id and the payload are looked up apart: a row may hold its payload's copy and no id.
-    A fork copies its source's rows as they are, so one made while revision 0022's batches ran
-    may keep copies the batches had already passed over, whose ids revision 0026 then cleared
-    (issue 37: the fork's view listed None ids)."""
+    A summary's row holds its own id and payload; every other row holds neither."""
     found = _fetch(conn, sql, params)
     wanted: dict[str, list[int]] = {}
     for own_id, payload, seq, holder in found:
@@ -242,7 +239,7 @@ def _fork_entries(conn: Connection, sql: str, params: dict[str, Any]) -> Sequenc
     logged = logged_by_seq(conn, wanted, "event_id, payload")
     entries = []
     for own_id, own_payload, seq, holder in found:
-        # Own: a summary's, or a copy a row migrating to revision 0022 (an id: to 0026) holds.
+        # Own: a summary's.
         if own_payload is not None and own_id is not None:
             entries.append((own_id, own_payload))
             continue

@@ -49,7 +49,7 @@ _TOOL_ROLES = (Role.ACTION, Role.OBSERVATION)
 _TOOL_KINDS = ", ".join(
     f"'{kind}'" for kind, role in sorted(KIND_ROLES.items()) if role in _TOOL_ROLES
 )
-# An event's id is its log row's (revision 0026): the conversation's own log is joined, and a
+# An event's id is its log row's (docs/schema.md): the conversation's own log is joined, and a
 # fork's copied rows get theirs from their holders' (``logged_ids``); the holder comes last.
 _FACTS = f"v.seq, {logged_ids.EVENT_ID}, v.role, v.tool_call_id, v.llm_response_id, v.thinking"
 _ROWS = f"FROM view_entries v {logged_ids.OWN_LOG} WHERE v.conversation_id = :c"
@@ -60,7 +60,7 @@ _CURRENT = (
 # prefix, ``viewstore.store.read.lineage``): seqs, or for left rows the seqs they left at, in
 # ``:lo < x <= :hi``. A conversation that is not a fork is one part, from 0 to the end.
 # The actions that left the view are read through ix_view_entries_left_actions, whose
-# predicate this repeats (migration 0019); a current row is in hand from the live view's read.
+# predicate this repeats (docs/schema.md); a current row is in hand from the live view's read.
 _FORGOTTEN_ACTIONS = (
     f"SELECT {logged_ids.EVENT_ID}, v.llm_response_id, v.seq, v.holder {_ROWS} "
     "AND v.left_seq IS NOT NULL AND v.left_seq > :lo AND v.left_seq <= :hi "
@@ -85,8 +85,9 @@ _STRETCH_LOG = (
     "AND seq > :a AND seq < :b AND seq > :lo AND seq <= :hi ORDER BY seq"
 )
 # The stretch's rows that left are read by their keys from the primary key (an event's row is
-# keyed by its seq: viewstore.domain.order_key), not from an index of their own (revision 0025): the
-# stretch is short by construction, and its live rows, read and passed over here, are few.
+# keyed by its seq: viewstore.domain.order_key), not from an index of their own
+# (docs/schema.md): the stretch is short by construction, and its live rows, read and passed
+# over here, are few.
 _STRETCH_LEFT = (
     f"SELECT {_FACTS}, v.holder {_ROWS} "
     "AND v.order_key > :ka AND v.order_key < :kb AND v.left_seq IS NOT NULL "

@@ -3,7 +3,7 @@
 A view read fetches two columns per entry: the event id and the event's exact payload (the
 log's, joined on its primary key; a summary's, its row's). Each further result column costs
 0.1 to 0.2 µs a row through the SQLite driver, and packing the fields in SQL cost more than
-that (revision 0023 measured both; docs/schema.md), so a read fetches nothing else.
+that (docs/schema.md measures both), so a read fetches nothing else.
 
 :class:`StoredEvents` keeps those rows and builds each :class:`Event` the first time its position
 is read, from its payload, where every field of it is: a caller that wants only the ids or the
