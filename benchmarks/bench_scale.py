@@ -55,8 +55,8 @@ from starlette.testclient import TestClient
 
 from benchmarks.bench_store import fresh_events, median, save
 from viewstore import ConversationInfo, EventStore
+from viewstore.store.cursors import feed_cursor as encode_cursor
 from viewstore.store.database import schema
-from viewstore.store.feed.feed import encode_cursor
 from viewstore.web import create_app
 
 DEFAULT_STAGES = "1000,10000,100000"

@@ -17,8 +17,8 @@ from sqlalchemy import text
 
 from viewstore import EventStore
 from viewstore.demo import run_demo
-from viewstore.store.adapters.source_info import SourceInfo
-from viewstore.store.feed.feed import encode_cursor
+from viewstore.store.cursors import feed_cursor as encode_cursor
+from viewstore.store.records import SourceInfo
 
 from ._helpers import OPENHANDS_HEX
 from ._process import SCRIPT, clean_env, error_line, run

@@ -8,7 +8,7 @@ import random
 from typing import Any
 
 from viewstore import ConcurrencyError, ConversationErasedError, ConversationOwnedError, EventStore
-from viewstore.store.adapters.source_info import SourceInfo
+from viewstore.store.records import SourceInfo
 
 from ._helpers import message
 

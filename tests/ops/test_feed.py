@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from viewstore import EventStore, FeedEntry, InvalidArgumentError
-from viewstore.store.feed.feed import decode_cursor
+from viewstore.store.cursors import decode_feed_cursor as decode_cursor
 
 from ._helpers import backend, is_postgres, message, settled_feed
 from ._workers import feed_writer

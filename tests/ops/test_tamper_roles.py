@@ -43,10 +43,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
 from viewstore import EventStore
-from viewstore.store.adapters.source_info import SourceInfo
 from viewstore.store.audit import audit
 from viewstore.store.database.roles import role_name, role_names
 from viewstore.store.database.schema import metadata
+from viewstore.store.records import SourceInfo
 
 from ..store.test_roles import as_login, login_in
 from ._helpers import action, condensed_history, message, observation

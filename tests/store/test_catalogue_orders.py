@@ -16,8 +16,8 @@ import pytest
 from sqlalchemy import event, text
 
 from viewstore import ConversationPage, EventStore, InvalidArgumentError
+from viewstore.store.cursors import ORDERS
 from viewstore.store.lifecycle.erasure import prefer_indexes
-from viewstore.store.read.catalogue import ORDERS
 
 from ._helpers import M, S, U
 

@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import event
 
 from viewstore import EventStore
-from viewstore.store.adapters.source_info import SourceInfo
 from viewstore.store.read.catalogue import FIRST_MESSAGE_CHARS, FIRST_MESSAGE_WITHIN
+from viewstore.store.records import SourceInfo
 
 from ._helpers import A, M, O, S, U, X
 

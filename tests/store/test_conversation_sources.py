@@ -16,7 +16,7 @@ from viewstore.domain.errors import (
     ConversationOwnedError,
     InvalidArgumentError,
 )
-from viewstore.store.adapters.source_info import SourceInfo
+from viewstore.store.records import SourceInfo
 
 from ..ops._helpers import message
 

@@ -17,8 +17,8 @@ from viewstore import (
     InvalidArgumentError,
     StorageError,
 )
-from viewstore.store.adapters.source_info import SourceInfo
 from viewstore.store.database.schema import metadata, server_conversations
+from viewstore.store.records import SourceInfo
 
 from ..ops._helpers import condensed_history, message, settled_feed
 

@@ -9,8 +9,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from viewstore import EventStore
-from viewstore.store.adapters.source_info import SourceInfo
 from viewstore.store.read.catalogue import CatalogueCount
+from viewstore.store.records import SourceInfo
 from viewstore.web import create_app, details
 from viewstore.web.details import SORTS
 

@@ -14,8 +14,14 @@ from viewstore.store.lazy import lazy_names
 
 if TYPE_CHECKING:
     from viewstore.store.adapters.runners import Order as ServerOrder
-    from viewstore.store.adapters.source_info import SourceInfo
     from viewstore.store.append.batch import EventInput
+    from viewstore.store.cursors import (
+        EXACT_COUNT_LIMIT,
+        MAX_CURSOR,
+        MAX_FEED_LIMIT,
+        MAX_LIMIT,
+        Order,
+    )
     from viewstore.store.database.engine import (
         ASYNC_SUPPORTED,
         check_schema,
@@ -29,7 +35,6 @@ if TYPE_CHECKING:
     )
     from viewstore.store.distribution.shard_feed import check_map
     from viewstore.store.event_store import EventStore
-    from viewstore.store.feed.feed import MAX_FEED_LIMIT, FeedEntry
     from viewstore.store.feed.follow import ListenTarget
     from viewstore.store.feed.follow_async import follow_async
     from viewstore.store.feed.follow_hub import FollowHub
@@ -41,20 +46,16 @@ if TYPE_CHECKING:
         new_conversation_key,
     )
     from viewstore.store.pausing import pause
-    from viewstore.store.read.catalogue import (
-        EXACT_COUNT_LIMIT,
-        MAX_CURSOR,
-        MAX_LIMIT,
-        ConversationInfo,
-        ConversationPage,
-        Order,
-    )
     from viewstore.store.records import (
         AppendResult,
         CondensationRecord,
+        ConversationInfo,
+        ConversationPage,
         ConversationReport,
+        FeedEntry,
         ForkOrigin,
         Redaction,
+        SourceInfo,
         StoredEvent,
         StoredView,
         StoreStats,
@@ -68,7 +69,6 @@ if TYPE_CHECKING:
 #: Each module below the face, and the names the face offers from it.
 _OFFERED = {
     "viewstore.store.adapters.runners": ["ServerOrder"],
-    "viewstore.store.adapters.source_info": ["SourceInfo"],
     "viewstore.store.append.batch": ["EventInput"],
     "viewstore.store.database.engine": [
         "ASYNC_SUPPORTED",
@@ -89,15 +89,13 @@ _OFFERED = {
         "new_conversation_key",
     ],
     "viewstore.store.pausing": ["pause"],
-    "viewstore.store.read.catalogue": [
+    "viewstore.store.cursors": [
         "EXACT_COUNT_LIMIT",
         "MAX_CURSOR",
+        "MAX_FEED_LIMIT",
         "MAX_LIMIT",
-        "ConversationInfo",
-        "ConversationPage",
         "Order",
     ],
-    "viewstore.store.feed.feed": ["MAX_FEED_LIMIT", "FeedEntry"],
     "viewstore.store.feed.follow": ["ListenTarget"],
     "viewstore.store.feed.follow_async": ["follow_async"],
     "viewstore.store.feed.follow_hub": ["FollowHub"],
@@ -106,9 +104,13 @@ _OFFERED = {
     "viewstore.store.records": [
         "AppendResult",
         "CondensationRecord",
+        "ConversationInfo",
+        "ConversationPage",
         "ConversationReport",
+        "FeedEntry",
         "ForkOrigin",
         "Redaction",
+        "SourceInfo",
         "StoredEvent",
         "StoredView",
         "StoreStats",

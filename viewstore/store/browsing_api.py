@@ -6,20 +6,23 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
+from viewstore.store.cursors import EXACT_COUNT_LIMIT, Order
 from viewstore.store.inputs import conversation_key
 from viewstore.store.read import overview, reads, stats
 from viewstore.store.read.catalogue import (
-    EXACT_COUNT_LIMIT,
     CatalogueCount,
-    ConversationInfo,
-    ConversationPage,
-    Order,
     check_options,
     count_catalogue,
     estimate_catalogue,
     read_catalogue,
 )
-from viewstore.store.records import CondensationRecord, StoredEvent, StoreStats
+from viewstore.store.records import (
+    CondensationRecord,
+    ConversationInfo,
+    ConversationPage,
+    StoredEvent,
+    StoreStats,
+)
 from viewstore.store.store_core import ConversationId, StoreCore
 
 

@@ -25,12 +25,13 @@ from viewstore.store.adapters.source_info import SourceInfoMethods
 from viewstore.store.append.tails import Tail
 from viewstore.store.audit_api import AuditMethods
 from viewstore.store.browsing_api import Browsing
+from viewstore.store.cursors import check_feed_limit, decode_feed_cursor
 from viewstore.store.database import migrate, slow
 from viewstore.store.database.engine import (
     check_engine,
 )
 from viewstore.store.database.translate import translated
-from viewstore.store.feed.feed import FeedEntry, check_limit, decode_cursor, read_feed
+from viewstore.store.feed.feed import read_feed
 from viewstore.store.feed.feed_tail import tail_cursor
 from viewstore.store.feed.follow import ListenTarget, follow, listen_target
 from viewstore.store.feed.follow_state import DEFAULT_LIMIT, DEFAULT_POLL
@@ -40,6 +41,7 @@ from viewstore.store.lifecycle_api import LifecycleMethods
 from viewstore.store.read import lineage, reads
 from viewstore.store.records import (
     AppendResult,
+    FeedEntry,
     StoredEvent,
     StoredView,
     ViewPage,
@@ -410,12 +412,12 @@ class EventStore(
         skipped or repeated (see ``viewstore.store.feed.feed``). Fewer than ``limit`` entries (even
         none) does not mean the end: more may commit later.
         """
-        check_limit(limit)
+        check_feed_limit(limit)
         with self._read() as conn:
             if self._node_feeds.sharded(conn):  # Citus: one feed per node (shard_feed)
                 return self._node_feeds.read(conn, after, limit)
             if after is not None:
-                decode_cursor(after)
+                decode_feed_cursor(after)
             return read_feed(conn, after, limit)
 
     def follow(

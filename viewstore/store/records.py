@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from viewstore.store.cursors import Order, catalogue_cursor, check_order
 from viewstore.store.read.stored_events import StoredEvents
 
 if TYPE_CHECKING:
@@ -259,3 +260,106 @@ class StoreStats:
             "view_sizes": None if self.view_sizes is None else vars(self.view_sizes).copy(),
             "events_by_kind": None if self.events_by_kind is None else dict(self.events_by_kind),
         }
+
+
+@dataclass(frozen=True)
+class ConversationInfo:
+    """One conversation in the catalogue (``store.conversations()``).
+
+    ``id``: the conversation id; ``created_at`` / ``updated_at``: when its first and its last
+    append committed (UTC); ``version``: how many events it has; ``view_length``: how many
+    events its live view holds now; ``unhandled_condensation_request``: whether a condensation
+    request waits for its condensation; ``last_event_kind``: the ``kind`` of its last event.
+
+    What its agent server last said of it (written by ``viewstore ingest`` and ``sync``; None
+    where none did): ``title``, ``agent_server`` (that server's name in the ingest's sources
+    file), ``execution_status`` and ``llm_model``; ``store.conversation_info()`` has the rest.
+
+    ``first_message``: the text of its first user message, on one line and cut to
+    ``FIRST_MESSAGE_CHARS`` (None if none is among its first ``FIRST_MESSAGE_WITHIN`` events).
+    ``display_title`` is what a list calls it: the agent server's title, else that message.
+    """
+
+    id: str
+    created_at: datetime
+    updated_at: datetime
+    version: int
+    view_length: int
+    unhandled_condensation_request: bool
+    last_event_kind: str | None
+    title: str | None = None
+    agent_server: str | None = None
+    execution_status: str | None = None
+    llm_model: str | None = None
+    first_message: str | None = None
+
+    @property
+    def display_title(self) -> str | None:
+        """The agent server's title, else the first user message (None: neither)."""
+        return self.title or self.first_message
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the same keys and ``display_title``, times as ISO 8601 text."""
+        return {
+            "id": self.id,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+            "version": self.version,
+            "view_length": self.view_length,
+            "unhandled_condensation_request": self.unhandled_condensation_request,
+            "last_event_kind": self.last_event_kind,
+            "title": self.title,
+            "agent_server": self.agent_server,
+            "execution_status": self.execution_status,
+            "llm_model": self.llm_model,
+            "first_message": self.first_message,
+            "display_title": self.display_title,
+        }
+
+    def cursor(self, order_by: Order = "id", descending: bool = False) -> str:
+        """The keyset cursor of this row in that order: ``conversations(order_by=order_by,
+        descending=descending, after=cursor)`` lists the rows that come after it."""
+        value = None if order_by == "id" else getattr(self, check_order(order_by))
+        return catalogue_cursor(order_by, descending, value, self.id)
+
+
+@dataclass(frozen=True)
+class ConversationPage:
+    """A page of the catalogue (``store.conversation_page()``): its conversations, and the
+    cursor of the next page (None: this is the last one)."""
+
+    conversations: list[ConversationInfo]
+    next_cursor: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "conversations": [record.to_dict() for record in self.conversations],
+            "next_cursor": self.next_cursor,
+        }
+
+
+@dataclass(frozen=True)
+class FeedEntry:
+    """One event in the change feed; pass ``cursor`` as ``after`` to continue past it."""
+
+    cursor: str
+    conversation_id: str
+    seq: int
+    event_id: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """One conversation as its agent server describes it."""
+
+    conversation_id: str
+    source: str  # the agent server's name in the ingest's sources file
+    title: str | None = None
+    execution_status: str | None = None  # idle, running, paused, finished, error, stuck, ...
+    agent_kind: str | None = None
+    llm_model: str | None = None
+    created_at: datetime | None = None  # the agent server's times
+    updated_at: datetime | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    recorded_at: datetime | None = None  # when the store last wrote the row

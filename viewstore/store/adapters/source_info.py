@@ -12,7 +12,6 @@ appended by an application) belongs to no source, and the ingest may not claim i
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,25 +28,10 @@ from viewstore.store.database.schema import conversation_sources
 from viewstore.store.inputs import conversation_key, new_conversation_key
 from viewstore.store.lifecycle.erasure import refuse_if_erased
 from viewstore.store.read.reads import aware, comparable
+from viewstore.store.records import SourceInfo
 from viewstore.store.store_core import ConversationId, StoreCore
 
 _TEXT_LIMITS = {"source": 255, "execution_status": 64, "agent_kind": 255}
-
-
-@dataclass(frozen=True)
-class SourceInfo:
-    """One conversation as its agent server describes it."""
-
-    conversation_id: str
-    source: str  # the agent server's name in the ingest's sources file
-    title: str | None = None
-    execution_status: str | None = None  # idle, running, paused, finished, error, stuck, ...
-    agent_kind: str | None = None
-    llm_model: str | None = None
-    created_at: datetime | None = None  # the agent server's times
-    updated_at: datetime | None = None
-    tags: dict[str, str] = field(default_factory=dict)
-    recorded_at: datetime | None = None  # when the store last wrote the row
 
 
 def _check_source(source: object) -> None:

@@ -31,7 +31,8 @@ from typing import Any
 from sqlalchemy import Connection, Engine, create_engine, text
 
 from viewstore.domain.errors import InvalidArgumentError
-from viewstore.store.feed.feed import FeedEntry, decode_cursor, encode_cursor
+from viewstore.store.cursors import decode_feed_cursor, feed_cursor
+from viewstore.store.records import FeedEntry
 
 Position = tuple[int, int]
 _NODE = re.compile(r"[A-Za-z0-9_.:\-\[\]]{1,300}")
@@ -48,7 +49,7 @@ class NodeShards:
 
 
 def encode_map(positions: Mapping[str, Position]) -> str:
-    return ";".join(f"{node}={encode_cursor(*positions[node])}" for node in sorted(positions))
+    return ";".join(f"{node}={feed_cursor(*positions[node])}" for node in sorted(positions))
 
 
 def decode_map(cursor: str | None, nodes: Sequence[str]) -> dict[str, Position]:
@@ -61,14 +62,14 @@ def decode_map(cursor: str | None, nodes: Sequence[str]) -> dict[str, Position]:
             f"feed cursor must be a string from FeedEntry.cursor, got {type(cursor).__name__}"
         )
     if "=" not in cursor:
-        single = decode_cursor(cursor)
+        single = decode_feed_cursor(cursor)
         return dict.fromkeys(nodes, single)
     found = dict(start)
     for part in cursor.split(";"):
         node, _, position = part.partition("=")
         if not _NODE.fullmatch(node):
             raise InvalidArgumentError(f"malformed feed cursor {cursor[:80]!r}")
-        found[node] = decode_cursor(position)
+        found[node] = decode_feed_cursor(position)
     return found
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, text
 
-from viewstore.store.feed.feed import encode_cursor
+from viewstore.store.cursors import feed_cursor
 
 _POSTGRES = (
     "SELECT txid, position FROM events "
@@ -26,7 +26,7 @@ def tail_cursor(conn: Connection) -> str | None:
     """The newest entry's cursor (None: the feed shows nothing yet; follow from the start)."""
     query = _POSTGRES if conn.dialect.name == "postgresql" else _SQLITE
     row = conn.execute(text(query)).first()
-    return None if row is None else encode_cursor(int(row[0]), int(row[1]))
+    return None if row is None else feed_cursor(int(row[0]), int(row[1]))
 
 
 __all__ = ["tail_cursor"]

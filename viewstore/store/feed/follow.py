@@ -29,8 +29,8 @@ from sqlalchemy import Connection, text
 from viewstore.domain.errors import TransientStorageError
 from viewstore.store.database.translate import translate_driver
 from viewstore.store.distribution.shard_feed import check_map
-from viewstore.store.feed.feed import FeedEntry
 from viewstore.store.feed.follow_state import FollowState
+from viewstore.store.records import FeedEntry
 
 if TYPE_CHECKING:
     import psycopg

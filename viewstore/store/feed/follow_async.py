@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from viewstore.domain.errors import TransientStorageError
 from viewstore.store.database.translate import translate_driver
 from viewstore.store.distribution.shard_feed import check_map
-from viewstore.store.feed.feed import FeedEntry
 from viewstore.store.feed.follow import ListenTarget
 from viewstore.store.feed.follow_state import DEFAULT_LIMIT, DEFAULT_POLL, FollowState
+from viewstore.store.records import FeedEntry
 
 if TYPE_CHECKING:
     from viewstore.store.feed.follow_hub import FollowHub

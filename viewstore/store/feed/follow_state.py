@@ -33,7 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from viewstore.domain.errors import InvalidArgumentError
-from viewstore.store.feed.feed import FeedEntry, check_limit, decode_cursor
+from viewstore.store.cursors import check_feed_limit, decode_feed_cursor
+from viewstore.store.records import FeedEntry
 
 RECHECK = 0.02
 RECHECKS = 50  # a notified transaction not shown yet: read every RECHECK s, this many times
@@ -75,7 +76,7 @@ class FollowState:
 
     def __post_init__(self) -> None:
         self.poll = check_poll(self.poll)
-        self.limit = check_limit(self.limit)
+        self.limit = check_feed_limit(self.limit)
         self.woken_by_notifications(self.listening)
 
     def woken_by_notifications(self, listening: bool) -> None:
@@ -140,7 +141,7 @@ def _txid(cursor: str | None) -> int:
         return 0
     if "=" in cursor:
         return 2**63
-    return decode_cursor(cursor)[0]
+    return decode_feed_cursor(cursor)[0]
 
 
 __all__ = [

@@ -21,12 +21,10 @@ according to where they now sort, never twice in one order unless they moved pas
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, Literal
+from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     Connection,
@@ -41,14 +39,19 @@ from sqlalchemy import (
 )
 
 from viewstore.domain.errors import InvalidArgumentError
+from viewstore.store.cursors import (
+    EXACT_COUNT_LIMIT,
+    Cursor,
+    Order,
+    check_limit,
+    check_order,
+    parse_cursor,
+)
 from viewstore.store.database.schema import conversation_sources, conversations, events
-from viewstore.store.inputs import MAX_CONVERSATION_ID_LENGTH
 from viewstore.store.read.lineage import MAX_DEPTH
 from viewstore.store.read.reads import aware, comparable
+from viewstore.store.records import ConversationInfo
 
-Order = Literal["id", "created_at", "updated_at", "version", "view_length"]
-ORDERS: tuple[Order, ...] = ("id", "created_at", "updated_at", "version", "view_length")
-MAX_LIMIT = 100_000
 #: The first user message is looked for among a conversation's first this many events: an
 #: OpenHands conversation starts with its system prompt, a few state updates and the user's
 #: request, and a log that holds none there is not read further (its record says None).
@@ -58,174 +61,6 @@ FIRST_MESSAGE_WITHIN = 32
 FIRST_MESSAGE_CHARS = 200
 #: Page rows are looked up in groups of this many (bound parameters per statement).
 _LOOKUP_CHUNK = 500
-
-
-@dataclass(frozen=True)
-class ConversationInfo:
-    """One conversation in the catalogue (``store.conversations()``).
-
-    ``id``: the conversation id; ``created_at`` / ``updated_at``: when its first and its last
-    append committed (UTC); ``version``: how many events it has; ``view_length``: how many
-    events its live view holds now; ``unhandled_condensation_request``: whether a condensation
-    request waits for its condensation; ``last_event_kind``: the ``kind`` of its last event.
-
-    What its agent server last said of it (written by ``viewstore ingest`` and ``sync``; None
-    where none did): ``title``, ``agent_server`` (that server's name in the ingest's sources
-    file), ``execution_status`` and ``llm_model``; ``store.conversation_info()`` has the rest.
-
-    ``first_message``: the text of its first user message, on one line and cut to
-    ``FIRST_MESSAGE_CHARS`` (None if none is among its first ``FIRST_MESSAGE_WITHIN`` events).
-    ``display_title`` is what a list calls it: the agent server's title, else that message.
-    """
-
-    id: str
-    created_at: datetime
-    updated_at: datetime
-    version: int
-    view_length: int
-    unhandled_condensation_request: bool
-    last_event_kind: str | None
-    title: str | None = None
-    agent_server: str | None = None
-    execution_status: str | None = None
-    llm_model: str | None = None
-    first_message: str | None = None
-
-    @property
-    def display_title(self) -> str | None:
-        """The agent server's title, else the first user message (None: neither)."""
-        return self.title or self.first_message
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: the same keys and ``display_title``, times as ISO 8601 text."""
-        return {
-            "id": self.id,
-            "created_at": self.created_at.isoformat(),
-            "updated_at": self.updated_at.isoformat(),
-            "version": self.version,
-            "view_length": self.view_length,
-            "unhandled_condensation_request": self.unhandled_condensation_request,
-            "last_event_kind": self.last_event_kind,
-            "title": self.title,
-            "agent_server": self.agent_server,
-            "execution_status": self.execution_status,
-            "llm_model": self.llm_model,
-            "first_message": self.first_message,
-            "display_title": self.display_title,
-        }
-
-    def cursor(self, order_by: Order = "id", descending: bool = False) -> str:
-        """The keyset cursor of this row in that order: ``conversations(order_by=order_by,
-        descending=descending, after=cursor)`` lists the rows that come after it."""
-        check_options(order_by=order_by)
-        value: int | str | None
-        if order_by == "id":
-            value = None
-        elif order_by in ("created_at", "updated_at"):
-            value = getattr(self, order_by).astimezone(UTC).isoformat()
-        else:
-            value = int(getattr(self, order_by))
-        text = json.dumps([order_by, bool(descending), value, self.id], separators=(",", ":"))
-        return CURSOR_PREFIX + base64.urlsafe_b64encode(text.encode("utf-8")).decode().rstrip("=")
-
-
-@dataclass(frozen=True)
-class ConversationPage:
-    """A page of the catalogue (``store.conversation_page()``): its conversations, and the
-    cursor of the next page (None: this is the last one)."""
-
-    conversations: list[ConversationInfo]
-    next_cursor: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "conversations": [record.to_dict() for record in self.conversations],
-            "next_cursor": self.next_cursor,
-        }
-
-
-#: Cursors start with this, so that one of another kind (a feed position, an offset) is named
-#: as such; the rest is URL-safe base64 of ``[order, descending, value, id]`` as JSON.
-CURSOR_PREFIX = "c1."
-MAX_CURSOR = 2048
-
-
-@dataclass(frozen=True)
-class Cursor:
-    order_by: Order
-    descending: bool
-    value: Any  # an aware datetime, an int, or None for the order by id
-    id: str
-
-
-def parse_cursor(cursor: object, order_by: str, descending: bool) -> Cursor:
-    """The cursor ``after`` names, for a listing in ``order_by`` (``descending``);
-    ``InvalidArgumentError`` saying why if it is not one."""
-    if isinstance(cursor, str) and len(cursor) > MAX_CURSOR:
-        raise InvalidArgumentError(
-            f"after must be a cursor returned by the catalogue, got {len(cursor)} characters"
-        )
-    bad = f"after must be a cursor returned by the catalogue, got {cursor!r}"
-    if not isinstance(cursor, str) or not cursor.startswith(CURSOR_PREFIX):
-        raise InvalidArgumentError(bad)
-    body = cursor[len(CURSOR_PREFIX) :]
-    try:
-        raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
-        found = json.loads(raw.decode("utf-8"))
-    except (binascii.Error, ValueError) as error:
-        raise InvalidArgumentError(f"{bad} (it does not decode)") from error
-    if not (
-        isinstance(found, list)
-        and len(found) == 4
-        and found[0] in ORDERS
-        and isinstance(found[1], bool)
-        and isinstance(found[3], str)
-    ):
-        raise InvalidArgumentError(f"{bad} (not a catalogue position)")
-    order, desc, value, key = found
-    if order != order_by or desc != bool(descending):
-        raise InvalidArgumentError(
-            f"after is a cursor of the order by {order}{' descending' if desc else ''}, "
-            f"not of the order by {order_by}{' descending' if descending else ''} asked for"
-        )
-    try:
-        value = _position_value(order, value)
-    except (ValueError, OverflowError) as error:
-        raise InvalidArgumentError(f"{bad} (its {order} is not one: {error})") from error
-    if not _storable_id(key):
-        raise InvalidArgumentError(f"{bad} (its id is no conversation id)")
-    return Cursor(order_by=order, descending=desc, value=value, id=key)
-
-
-def _position_value(order: str, value: object) -> Any:
-    """A cursor's value for ``order``, as the query compares it; ``ValueError`` if none."""
-    if order == "id":
-        if value is not None:
-            raise ValueError("no value")
-        return None
-    if order in ("created_at", "updated_at"):
-        if not isinstance(value, str):
-            raise ValueError("not a time")
-        moment = datetime.fromisoformat(value)
-        if moment.tzinfo is None:
-            raise ValueError("no offset")
-        moment.astimezone(UTC)  # compared in UTC, which has no year 1 at +14:00 (OverflowError)
-        return moment
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError("not an integer")
-    if not -(2**63) <= value < 2**63:  # a column is a 64-bit integer on every backend
-        raise ValueError("out of a 64-bit integer's range")
-    return value
-
-
-def _storable_id(key: str) -> bool:
-    """Whether a conversation could have ``key`` as its id: a cursor is decoded from the
-    client's text, and PostgreSQL refuses a NUL and the driver a lone surrogate."""
-    try:
-        key.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return "\x00" not in key and len(key) <= MAX_CONVERSATION_ID_LENGTH
 
 
 def check_options(
@@ -242,17 +77,14 @@ def check_options(
     """Raise ``InvalidArgumentError`` for a bad option; the parsed ``after`` cursor, if any."""
     if not isinstance(search, str):
         raise InvalidArgumentError(f"search must be text, got {search!r}")
-    if order_by not in ORDERS:
-        raise InvalidArgumentError(f"order_by must be one of {', '.join(ORDERS)}, got {order_by!r}")
+    check_order(order_by)
     for name, value in (("offset", offset), ("min_view_length", min_view_length)):
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise InvalidArgumentError(f"{name} must be a non-negative integer, got {value!r}")
-    if limit is not None and (
-        isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT
-    ):
-        raise InvalidArgumentError(f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}")
+    if limit is not None:
+        check_limit(limit)
     if updated_since is not None and (
         not isinstance(updated_since, datetime) or updated_since.tzinfo is None
     ):
@@ -289,11 +121,6 @@ def count_catalogue(
     query = select(func.count()).select_from(conversations)
     total = conn.execute(_filtered(conn, query, search, updated_since, min_view_length)).scalar()
     return int(total or 0)
-
-
-#: Up to this many matching rows (by the server's estimate) a count is made exactly; above it
-#: :func:`estimate_catalogue` answers with the estimate (see ``EventStore.conversation_count``).
-EXACT_COUNT_LIMIT = 10_000
 
 
 @dataclass(frozen=True)

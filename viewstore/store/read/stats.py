@@ -15,13 +15,9 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, Table, func, select
 
+from viewstore.store.cursors import EXACT_COUNT_LIMIT
 from viewstore.store.database.schema import condensations, conversations, events, view_entries
-from viewstore.store.read.catalogue import (
-    EXACT_COUNT_LIMIT,
-    live_rows,
-    planned_rows,
-    sqlite_rows,
-)
+from viewstore.store.read.catalogue import live_rows, planned_rows, sqlite_rows
 from viewstore.store.records import StoreStats, ViewSizes
 
 _TABLES = (("conversations", conversations), ("events", events), ("condensations", condensations))
