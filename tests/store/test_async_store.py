@@ -227,9 +227,10 @@ def test_follow_delivers_each_commit_once_and_checks_its_arguments(db_url: str) 
 def test_the_sqlite_fast_path_is_the_same_sent_whole_or_call_by_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, whole: bool
 ) -> None:
-    """The SQLite fast path's transaction goes to aiosqlite's thread in one hand-off, or (where
-    aiosqlite's private calls are missing) one call at a time: the same rows either way, a
-    stale tail and a stored id still refused by the transaction, nothing left open."""
+    """The SQLite fast path's transaction, and a base-state save's, go to aiosqlite's thread in
+    one hand-off, or (where aiosqlite's private calls are missing) one call at a time: the same
+    rows either way, a stale tail and a stored id still refused by the transaction, nothing
+    left open."""
     from viewstore.store.database import aiosqlite_thread as aio_sqlite  # noqa: PLC0415
 
     monkeypatch.setattr(aio_sqlite, "WHOLE", whole)
@@ -254,6 +255,14 @@ def test_the_sqlite_fast_path_is_the_same_sent_whole_or_call_by_call(
             report = await store.verify()
             assert report.ok, report.problems
             assert [e.event_id for e in await store.events("c")] == [f"m{n}" for n in range(20)]
+            # A base-state save goes the same way once a state is stored (round_trip.py).
+            await store.save_base_state("c", "{}", at_version=20)
+            before = len(sent)
+            assert await store.save_base_state("c", '{"n": 2}', at_version=20) == 2
+            assert len(sent) == before + 1
+            state = await store.base_state("c")
+            assert state is not None and (state.payload, state.revision) == ('{"n": 2}', 2)
+            assert store.engine.sync_engine.pool.checkedout() == 0
 
     asyncio.run(main())
     assert len(sent) >= 19  # the fast path ran (the first append takes the locked path)

@@ -17,8 +17,12 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from viewstore.domain.errors import ConcurrencyError, DamagedBaseStateError, InvalidArgumentError
 from viewstore.store.append.locking import lock_conversation
+from viewstore.store.database.round_trip import (
+    postgres_autocommit,
+    sqlite_immediate,
+    sqlite_timestamp,
+)
 from viewstore.store.database.schema import base_states, conversations
-from viewstore.store.database.translate import driver_errors
 from viewstore.store.records import ConversationReport
 
 
@@ -135,31 +139,17 @@ def save_at_once(
     and statements around these few writes cost three times the writes on PostgreSQL.
     """
     params = {"c": conversation_id, "at": at_version, "p": payload}
-    with engine.connect() as conn, driver_errors(conn):
-        if engine.dialect.name == "postgresql":
-            driver = conn.connection.dbapi_connection  # psycopg's, or its asyncio adapter
-            assert driver is not None
-            driver.autocommit = True
-            try:
-                row = driver.execute(_PG_SAVE, {**params, "now": now}).fetchone()
-            finally:
-                if not driver.closed:
-                    driver.autocommit = False
-            return None if row is None else int(row[0])
-        dbapi = conn.connection.dbapi_connection
-        assert dbapi is not None
-        stamp = base_states.c.updated_at.type.dialect_impl(engine.dialect).bind_processor(
-            engine.dialect
-        )
-        dbapi.execute("BEGIN IMMEDIATE")
-        try:
-            when = now if stamp is None else stamp(now)
-            found = dbapi.execute(_SQLITE_SAVE, {**params, "now": when}).fetchone()
-            dbapi.execute("COMMIT" if found else "ROLLBACK")
-        except BaseException:
-            dbapi.execute("ROLLBACK")
-            raise
-        return None if found is None else int(found[0])
+    if engine.dialect.name == "postgresql":
+        with postgres_autocommit(engine) as driver:
+            row = driver.execute(_PG_SAVE, {**params, "now": now}).fetchone()
+        return None if row is None else int(row[0])
+    when = sqlite_timestamp(engine.dialect, base_states.c.updated_at)(now)
+
+    def save(driver: Any) -> tuple[bool, int | None]:
+        found = driver.execute(_SQLITE_SAVE, {**params, "now": when}).fetchone()
+        return found is not None, None if found is None else int(found[0])
+
+    return sqlite_immediate(engine, save)
 
 
 def load(conn: Connection, conversation_id: str) -> BaseState | None:

@@ -13,14 +13,14 @@ PostgreSQL runs it as one statement in autocommit mode (data-modifying CTEs hang
 guard's ``RETURNING``): one round trip, atomic as every single statement is. A worker appending
 to its own conversation thus pays about what a bare ``INSERT`` + ``COMMIT`` costs. SQLite has
 no data-modifying CTEs but no round trips either: the same writes go straight to the driver
-inside one ``BEGIN IMMEDIATE`` transaction.
+inside one ``BEGIN IMMEDIATE`` transaction. Both go to the driver through
+viewstore/store/database/round_trip.py, which owns the transaction and the errors.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache, lru_cache
@@ -32,13 +32,18 @@ from viewstore.domain.events import Event
 from viewstore.domain.projector import Projection, project
 from viewstore.store.append import rows
 from viewstore.store.append.tails import Tail
+from viewstore.store.database.round_trip import (
+    postgres_autocommit,
+    sqlite_immediate,
+    sqlite_timestamp,
+)
 from viewstore.store.database.schema import (
     conversations,
     events,
     manipulation_indices,
     view_entries,
 )
-from viewstore.store.database.translate import driver_errors, unique_violation
+from viewstore.store.database.translate import unique_violation
 from viewstore.store.distribution import server_append
 
 #: Longer batches take the ordinary path: the statement grows with the batch (one CTE per
@@ -199,20 +204,13 @@ def write_postgres(engine: Engine, p: Plan, *, server_function: bool = False) ->
         sql, params = server_append.call(p)
     else:
         sql, params = postgres_statement(engine.dialect, p)
-    with engine.connect() as conn, driver_errors(conn):
-        # psycopg's connection, or SQLAlchemy's blocking face of psycopg's asyncio one
-        driver = conn.connection.dbapi_connection
-        assert driver is not None
-        driver.autocommit = True
+    with postgres_autocommit(engine) as driver:
         try:
             row = driver.execute(sql, params).fetchone()
-        except conn.dialect.loaded_dbapi.Error as error:
+        except engine.dialect.loaded_dbapi.Error as error:
             if unique_violation(error):  # an id already stored (in whatever form it is said)
                 return False
             raise
-        finally:
-            if not driver.closed:
-                driver.autocommit = False
     return row is not None and bool(row[0])
 
 
@@ -238,28 +236,16 @@ _SQLITE_CLOSE_INDEX = (
 
 
 @lru_cache(maxsize=64)
-def _datetime_processor(dialect: Dialect) -> Any:
-    """SQLAlchemy's own text form of a timestamp on this dialect, so rows read back alike."""
-    return conversations.c.updated_at.type.dialect_impl(dialect).bind_processor(dialect)
+def _timestamp(dialect: Dialect) -> Any:
+    return sqlite_timestamp(dialect, conversations.c.updated_at)
 
 
 def write_sqlite(engine: Engine, p: Plan) -> bool:
-    """Run the plan's writes in one ``BEGIN IMMEDIATE`` transaction on the driver's connection;
-    False (rolled back, nothing written) when the guard found the tail stale or an id was
-    already stored. The transaction is the driver's own: SQLAlchemy's begin and commit around
-    it cost as much as the writes. The statements are made first and run in one call
-    (``SqliteWrites.run``), so that on aiosqlite the whole transaction is one hand-off to the
-    connection's thread (viewstore/store/database/aiosqlite_thread.py) and no part of it is
-    left behind there."""
-    with engine.connect() as conn, driver_errors(conn):
-        writes = _sqlite_writes(p, _datetime_processor(conn.dialect)(p.now))
-        driver = conn.connection.driver_connection
-        assert driver is not None
-        if isinstance(driver, sqlite3.Connection):
-            return writes.run(driver)
-        from viewstore.store.database.aiosqlite_thread import run_on_thread  # noqa: PLC0415 - the asyncio store's
-
-        return run_on_thread(driver, writes.run)
+    """Run the plan's writes in one ``BEGIN IMMEDIATE`` transaction on the driver's connection
+    (viewstore/store/database/round_trip.py); False (rolled back, nothing written) when the
+    guard found the tail stale or an id was already stored. The statements are made first,
+    so that on aiosqlite the whole transaction is one hand-off to the connection's thread."""
+    return sqlite_immediate(engine, _sqlite_writes(p, _timestamp(engine.dialect)(p.now)).run)
 
 
 @dataclass(frozen=True)
@@ -270,29 +256,18 @@ class SqliteWrites:
     log: tuple[str, list[dict[str, Any]]]
     then: list[tuple[str, list[dict[str, Any]]]]  # each run with executemany, in order
 
-    def run(self, driver: Any) -> bool:
-        """The transaction on ``driver``: sqlite3's connection, or one that serves its calls."""
-        driver.execute("BEGIN IMMEDIATE")
+    def run(self, driver: Any) -> tuple[bool, bool]:
+        """The writes on ``driver``, inside the transaction: whether to commit, twice (the
+        append's result is the same)."""
+        if driver.execute(*self.guard).rowcount != 1:
+            return False, False
         try:
-            if driver.execute(*self.guard).rowcount != 1:
-                driver.rollback()
-                return False
-            try:
-                driver.executemany(*self.log)
-            except sqlite3.IntegrityError:
-                driver.rollback()
-                return False
-            for statement, params in self.then:
-                driver.executemany(statement, params)
-            driver.execute("COMMIT")
-            return True
-        except BaseException:
-            # The error in flight says why (a full disk, say); a failed rollback must not take
-            # its place. The driver's rollback is a no-op where SQLite has already rolled back
-            # by itself (SQLITE_FULL, an I/O error, SQLITE_NOMEM...).
-            with suppress(sqlite3.Error):
-                driver.rollback()
-            raise
+            driver.executemany(*self.log)
+        except sqlite3.IntegrityError:
+            return False, False
+        for statement, params in self.then:
+            driver.executemany(statement, params)
+        return True, True
 
 
 def _sqlite_writes(p: Plan, now: Any) -> SqliteWrites:

@@ -1,10 +1,11 @@
-"""The SQLite fast path's transaction on an aiosqlite connection: ``run_on_thread``.
+"""A one-round-trip SQLite transaction on an aiosqlite connection: ``run_on_thread``.
 
 aiosqlite runs every call on a thread of its own, and each call is one hand-off to that thread
 and one back to the event loop; the hand-offs, not the writes, were most of an append's time
-(SQLAlchemy's adapter spends two or three on a statement). The fast path's transaction
-(``fast_path.SqliteWrites.run``) is plain sqlite3 code with its statements made beforehand, so
-it is sent to the connection's thread whole: one hand-off for the whole append, and no part of
+(SQLAlchemy's adapter spends two or three on a statement). The transactions that go to the
+driver directly (``round_trip.sqlite_immediate``: the fast path's append, a base-state save)
+are plain sqlite3 code with their statements made beforehand, so each is sent to the
+connection's thread whole: one hand-off for the whole append, and no part of
 it left queued there if its caller gives up (docs/asyncio.md, "Cancellation").
 
 aiosqlite offers no public call for that. Its connection's ``_execute`` (queue a function on
@@ -47,13 +48,29 @@ class BlockingConnection:
     def __init__(self, connection: aiosqlite.Connection) -> None:
         self._connection = connection
 
-    def execute(self, sql: str, parameters: Parameters = ()) -> aiosqlite.Cursor:
-        return await_only(self._connection.execute(sql, parameters))
+    def execute(self, sql: str, parameters: Parameters = ()) -> BlockingCursor:
+        return BlockingCursor(await_only(self._connection.execute(sql, parameters)))
 
-    def executemany(self, sql: str, parameters: Iterable[Parameters]) -> aiosqlite.Cursor:
-        return await_only(self._connection.executemany(sql, parameters))
+    def executemany(self, sql: str, parameters: Iterable[Parameters]) -> BlockingCursor:
+        return BlockingCursor(await_only(self._connection.executemany(sql, parameters)))
 
     def rollback(self) -> None:
         """Queued on the connection's thread like every call, so it runs after any statement
         queued before it; sqlite3 skips it when no transaction is open."""
         await_only(self._connection.rollback())
+
+
+class BlockingCursor:
+    """What the transactions read of sqlite3's cursor, served by an aiosqlite cursor."""
+
+    __slots__ = ("_cursor",)
+
+    def __init__(self, cursor: aiosqlite.Cursor) -> None:
+        self._cursor = cursor
+
+    @property
+    def rowcount(self) -> int:
+        return self._cursor.rowcount
+
+    def fetchone(self) -> Any:
+        return await_only(self._cursor.fetchone())
