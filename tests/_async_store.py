@@ -1,13 +1,11 @@
-"""The contract suites against ``AsyncEventStore``, unchanged: a blocking face of it.
+"""The contract suite against ``AsyncEventStore``, unchanged: a blocking face of it.
 
-A test module that sets ``ASYNC_TOO = True`` runs each test twice (``store_flavour``, see
-tests/conftest.py): once as written, once with the name ``EventStore`` in the test modules
-bound to :class:`BlockingAsyncStore`. That class takes ``EventStore``'s arguments, builds an
-``AsyncEventStore`` on the same database, and runs each method call as a coroutine on one
-event loop that lives in a thread of its own; the test waits for the result. Calls from
-several test threads thus become concurrent tasks of that one loop, as in an asyncio program.
-
-A test that watches the store's engine (statement capture) is marked ``sync_only``.
+Each test of tests/contract/ runs once with ``EventStore`` and once with
+:class:`BlockingAsyncStore` as its ``store_class`` (tests/contract/conftest.py). That class
+takes ``EventStore``'s arguments, builds an ``AsyncEventStore`` on the same database, and runs
+each method call as a coroutine on one event loop that lives in a thread of its own; the test
+waits for the result. Calls from several test threads thus become concurrent tasks of that one
+loop, as in an asyncio program.
 
 ``engine`` is a blocking engine of the same database (made by ``viewstore.create_engine``), for
 the tests' own look at the rows: the store's engine drives an asyncio driver, which only
@@ -24,7 +22,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Engine
 
-from viewstore import AsyncEventStore, EventStore, create_engine
+from viewstore import AsyncEventStore, create_engine
 
 T = TypeVar("T")
 _LOOP: asyncio.AbstractEventLoop | None = None
@@ -94,13 +92,3 @@ class BlockingAsyncStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def bind_everywhere(monkeypatch: Any) -> None:
-    """Bind ``EventStore`` to :class:`BlockingAsyncStore` in every test module that imported
-    it (the test's, its fixtures', its helpers'), until the test ends."""
-    import sys  # noqa: PLC0415
-
-    for name, module in list(sys.modules.items()):
-        if name.startswith("tests.") and getattr(module, "EventStore", None) is EventStore:
-            monkeypatch.setattr(module, "EventStore", BlockingAsyncStore)

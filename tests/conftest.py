@@ -219,8 +219,10 @@ def sqlite_url(tmp_path: Path) -> str:
 #: Partitions of the third layout (``viewstore init --partitions``).
 PARTITIONS = 4
 #: A test module that sets this to True also runs its ``db_url`` tests on a store whose tables
-#: are hash-partitioned; the others deselect that layout (docs/distribution.md).
+#: are hash-partitioned, as every test of the contract suite (tests/contract/) does; the others
+#: deselect that layout (docs/distribution.md).
 PARTITIONED_TOO = "PARTITIONED_TOO"
+CONTRACT = Path(__file__).parent / "contract"
 
 
 @pytest.fixture(
@@ -255,8 +257,8 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 def store(db_url: str) -> Iterator[EventStore]:
-    """An EventStore on a fresh database of each backend, migrated to head: the store the
-    contract tests (tests/store/) and the migration tests (tests/migrations/) share."""
+    """An EventStore on a fresh database of each backend, migrated to head (the contract suite
+    has its own, of each API flavour too: tests/contract/conftest.py)."""
     with EventStore(db_url) as opened:
         opened.create_schema()
         yield opened
@@ -267,45 +269,6 @@ def empty_db_url(request: pytest.FixtureRequest) -> str:
     """URL of an empty database of each backend, for a test of creating a store."""
     name = "sqlite_url" if request.param == "sqlite" else "fresh_pg_url"
     return str(request.getfixturevalue(name))
-
-
-#: A test module that sets this to True also runs each test against ``AsyncEventStore``
-#: (the ``async`` flavour): the same test, with ``EventStore`` meaning a blocking face of the
-#: asyncio store (tests/_async_store.py).
-ASYNC_TOO = "ASYNC_TOO"
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if (
-        getattr(metafunc.module, ASYNC_TOO, False)
-        and "store_flavour" in metafunc.fixturenames
-        and metafunc.definition.get_closest_marker("sync_only") is None
-    ):
-        metafunc.parametrize("store_flavour", ["sync", "async"], indirect=True)
-
-
-@pytest.fixture(autouse=True)
-def store_flavour(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """``sync``, or ``async`` in a module with ``ASYNC_TOO`` (its stores are then asyncio
-    stores). Autouse, so that it is set up before the fixtures that build stores."""
-    flavour = str(getattr(request, "param", "sync"))
-    if flavour == "async":
-        from tests._async_store import bind_everywhere  # noqa: PLC0415
-
-        bind_everywhere(monkeypatch)
-    return flavour
-
-
-@pytest.fixture
-def sweep_step(request: pytest.FixtureRequest, store_flavour: str) -> int:
-    """How far apart to take the cases of a sweep over every reference vector: each one on the
-    sync store over SQLite and plain PostgreSQL; every third through the asyncio store or on
-    the partitioned layout. Those run the sync store's statements, one through another driver
-    (viewstore/aio/store.py), one on other tables (docs/distribution.md): a third of the cases
-    reach their own code, and the whole sweep on them took minutes of the suite."""
-    callspec = getattr(request.node, "callspec", None)
-    layout = callspec.params.get("db_url") if callspec is not None else None
-    return 3 if store_flavour == "async" or layout == "postgres_partitioned" else 1
 
 
 #: A Citus coordinator's URL for tests/ops/test_citus.py. Without it those tests are deselected,
@@ -321,7 +284,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         callspec = getattr(item, "callspec", None)
         layout = callspec.params.get("db_url") if callspec is not None else None
         module = getattr(item, "module", None)
-        unpartitioned = not getattr(module, PARTITIONED_TOO, False)
+        every_layout = getattr(module, PARTITIONED_TOO, False) or CONTRACT in item.path.parents
+        unpartitioned = not every_layout
         citus = item.get_closest_marker("citus") is not None
         if (layout == "postgres_partitioned" and unpartitioned) or (no_citus and citus):
             drop.append(item)

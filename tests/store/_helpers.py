@@ -184,7 +184,7 @@ def appending_meanwhile(
     errors: list[BaseException] = []
 
     def writer() -> None:
-        other = EventStore(store.engine)
+        other = type(store)(store.engine)
         try:
             for i in range(steps):
                 if stop.is_set():

@@ -19,7 +19,7 @@ from viewstore import ConversationPage, EventStore, InvalidArgumentError
 from viewstore.store.cursors import ORDERS
 from viewstore.store.lifecycle.erasure import prefer_indexes
 
-from ._helpers import M, S, U
+from ..store._helpers import M, S, U
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True

@@ -18,7 +18,7 @@ from viewstore import EventStore
 from viewstore.store.event_store import alembic_config
 
 from ..migrations.test_migrations import drift
-from ._helpers import S, U
+from ..store._helpers import S, U
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True

@@ -9,8 +9,8 @@ from typing import Any
 
 from viewstore import EventStore
 
+from ..contract.test_view_rows import rich_history
 from ._helpers import A, C, O, S, U
-from .test_view_rows import rich_history
 
 
 def long_history(pairs: int) -> list[dict[str, Any]]:

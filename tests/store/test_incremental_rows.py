@@ -17,7 +17,7 @@ from viewstore import EventStore
 from viewstore.store import event_store
 from viewstore.store.append import fast_path
 
-from ._helpers import A, C, M, O, Payload, R, U, X, count_rows, history
+from ..store._helpers import A, C, M, O, Payload, R, U, X, count_rows, history
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
@@ -93,7 +93,7 @@ TAIL: list[Payload] = [
 @pytest.fixture
 def ordinary(monkeypatch: pytest.MonkeyPatch) -> None:
     """Force the ordinary (locked, SQLAlchemy) append path: a set crash hook disables the fast
-    path, whose writes tests/store/test_fast_path.py and the fast tests below count instead."""
+    path, whose writes tests/contract/test_fast_path.py and the fast tests below count instead."""
     monkeypatch.setattr(event_store, "append_hook", lambda _point: None)
 
 

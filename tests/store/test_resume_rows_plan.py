@@ -13,7 +13,7 @@ from sqlalchemy import text
 from viewstore import EventStore
 from viewstore.store.read import reads, resume_check
 
-from ._helpers import A, C, O, U
+from ..store._helpers import A, C, O, U
 from .test_catalogue_orders import _plan
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).

@@ -18,7 +18,7 @@ view:
 
 A condensed conversation whose view keeps its recent steps thus reads its view, one probe per
 end of the stretch and the stretch itself, not its 20,000-event history. The answer is the same
-as enforcing against the whole log (tests/store/test_live_equals_resume.py compares both on
+as enforcing against the whole log (tests/contract/test_live_equals_resume.py compares both on
 every reference vector and on random streams, after every event).
 """
 

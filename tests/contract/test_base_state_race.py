@@ -37,9 +37,6 @@ for i in range(int(sys.argv[2])):
 print("done")
 """
 
-#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
-PARTITIONED_TOO = True
-ASYNC_TOO = True
 
 STEPS = 150
 

@@ -20,11 +20,7 @@ import pytest
 
 from viewstore import ConversationNotFoundError, EventStore
 
-from ._helpers import EMPTY_DIGEST, Vector, load_vectors, triple, view_digest
-
-#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
-PARTITIONED_TOO = True
-ASYNC_TOO = True
+from ..store._helpers import EMPTY_DIGEST, Vector, load_vectors, triple, view_digest
 
 ONE_BY_ONE_MAX = 40  # events: larger cases are covered by batch splits and as-of reads
 AS_OF_ALL_MAX = 25

@@ -19,11 +19,7 @@ from viewstore.store.append import rows
 from viewstore.store.read import stored_events
 from viewstore.store.read.stored_events import StoredEvents
 
-from ._helpers import A, C, M, O, R, S, U, Vector, X, load_vectors, view_row_of
-
-#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
-PARTITIONED_TOO = True
-ASYNC_TOO = True
+from ..store._helpers import A, C, M, O, R, S, U, Vector, X, load_vectors, view_row_of
 
 CID = "conv"
 TIMESTAMP = "2026-01-02T03:04:05.678901"
@@ -340,8 +336,8 @@ def test_entry_params_write_every_column() -> None:
 # --------------------------------------------------------------------------- driver errors
 
 
-def test_a_read_without_the_schema_is_a_schema_error(db_url: str) -> None:
-    with EventStore(db_url) as store:
+def test_a_read_without_the_schema_is_a_schema_error(db_url: str, store_class: Any) -> None:
+    with store_class(db_url) as store:
         store.create_schema()
         store.append(CID, [S(), U("u1")])
         with store.engine.begin() as conn:
@@ -371,12 +367,14 @@ def test_a_connection_dropped_under_a_read_is_replaced(fresh_pg_url: str) -> Non
         assert store.view(CID).event_ids == ["S", "u1"]
 
 
-def test_sqlite_reads_the_current_view_off_its_partial_index(sqlite_url: str) -> None:
+def test_sqlite_reads_the_current_view_off_its_partial_index(
+    sqlite_url: str, store_class: Any
+) -> None:
     """One range scan of ix_view_entries_current, in key order, each row's event found by the
     log's primary key: no scan of the log, no sort."""
     from viewstore.store.read import reads  # noqa: PLC0415
 
-    with EventStore(sqlite_url) as store:
+    with store_class(sqlite_url) as store:
         store.create_schema()
         store.append(CID, rich_history())
         with store.engine.connect() as conn:

@@ -19,11 +19,7 @@ from viewstore import (
     parse_event,
 )
 
-from ._helpers import A, C, E, M, O, Payload, R, S, U, X, dump, triple
-
-#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
-PARTITIONED_TOO = True
-ASYNC_TOO = True
+from ..store._helpers import A, C, E, M, O, Payload, R, S, U, X, dump, triple
 
 CID = "conv-1"
 

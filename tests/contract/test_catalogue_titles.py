@@ -15,11 +15,7 @@ from viewstore import EventStore
 from viewstore.store.read.catalogue import FIRST_MESSAGE_CHARS, FIRST_MESSAGE_WITHIN
 from viewstore.store.records import SourceInfo
 
-from ._helpers import A, M, O, S, U, X
-
-#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
-PARTITIONED_TOO = True
-ASYNC_TOO = True
+from ..store._helpers import A, M, O, S, U, X
 
 
 def _titles(store: EventStore, **options: Any) -> dict[str, tuple[str | None, str | None]]:

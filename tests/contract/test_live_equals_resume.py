@@ -20,9 +20,6 @@ from viewstore import EventStore
 from viewstore.domain.events import Event
 from viewstore.domain.view import View
 
-#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
-PARTITIONED_TOO = True
-ASYNC_TOO = True
 #: The health checks do not apply: one store serves every example (a function-scoped fixture).
 ANY = list(HealthCheck)
 

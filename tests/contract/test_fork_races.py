@@ -8,11 +8,7 @@ import time
 from viewstore import EventStore
 
 from ..ops._helpers import message
-from ._helpers import appending_meanwhile, triple
-
-#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
-PARTITIONED_TOO = True
-ASYNC_TOO = True
+from ..store._helpers import appending_meanwhile, triple
 
 ROUNDS = 60
 

@@ -9,9 +9,6 @@ from viewstore.store import StoreStats, ViewSizes
 
 from ..ops._helpers import action, condensation, message, observation
 
-PARTITIONED_TOO = True
-ASYNC_TOO = True
-
 
 def test_an_empty_store_counts_nothing(store: EventStore) -> None:
     empty = ViewSizes(min=0, mean=0, max=0, total=0)

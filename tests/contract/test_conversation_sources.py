@@ -5,6 +5,7 @@ nothing, erased with the conversation; created partitioned on a partitioned stor
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -20,8 +21,6 @@ from viewstore.store.records import SourceInfo
 
 from ..ops._helpers import message
 
-PARTITIONED_TOO = True
-ASYNC_TOO = True
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
 
@@ -102,8 +101,10 @@ def test_bad_info_is_refused(store: EventStore) -> None:
 
 
 @pytest.mark.postgres
-def test_a_partitioned_store_gets_the_table_partitioned(fresh_pg_url: str) -> None:
-    with EventStore(fresh_pg_url) as store:
+def test_a_partitioned_store_gets_the_table_partitioned(
+    fresh_pg_url: str, store_class: Any
+) -> None:
+    with store_class(fresh_pg_url) as store:
         store.create_schema(partitions=4)
         with store.engine.connect() as conn:
             parts = conn.execute(

@@ -18,11 +18,7 @@ from viewstore import (
 from viewstore.domain import projector
 from viewstore.store.append import rows
 
-from ._helpers import A, C, M, O, Payload, R, S, U, dump
-
-#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
-PARTITIONED_TOO = True
-ASYNC_TOO = True
+from ..store._helpers import A, C, M, O, Payload, R, S, U, dump
 
 CID = "conv"
 

@@ -17,10 +17,10 @@ from sqlalchemy.orm import Session
 
 from viewstore import ConcurrencyError, ConversationNotFoundError, EventStore, InvalidArgumentError
 
-from ._helpers import A, C, O, R, S, U, count_rows, triple
+from ..store._helpers import A, C, O, R, S, U, count_rows, triple
 
-#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
-PARTITIONED_TOO = True
+# The caller's own SQLAlchemy transaction (``connection=``) is the blocking store's alone.
+pytestmark = pytest.mark.sync_only
 
 STEPS = [
     [S(), U("u1")],

@@ -24,11 +24,7 @@ from viewstore.store.append import fast_path, tails
 from viewstore.store.append.batch import parse_batch
 from viewstore.store.distribution import server_append
 
-from ._helpers import A, C, M, O, Payload, R, S, U, X, dump, history
-
-#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
-PARTITIONED_TOO = True
-ASYNC_TOO = True
+from ..store._helpers import A, C, M, O, Payload, R, S, U, X, dump, history
 
 CID = "conv"
 
@@ -144,8 +140,10 @@ def test_condensations_always_take_the_ordinary_path(store: EventStore, spy: Spy
     assert store.verify(CID).ok
 
 
-def test_fast_and_ordinary_paths_write_identical_rows(db_url: str, spy: Spy) -> None:
-    with EventStore(db_url) as fast:
+def test_fast_and_ordinary_paths_write_identical_rows(
+    db_url: str, spy: Spy, store_class: Any
+) -> None:
+    with store_class(db_url) as fast:
         fast.create_schema()
         versions = run_script(fast, "fast")
         assert spy.committed > 5
@@ -153,18 +151,20 @@ def test_fast_and_ordinary_paths_write_identical_rows(db_url: str, spy: Spy) -> 
         assert fast.verify().ok
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(event_store, "append_hook", lambda _point: None)
-        with EventStore(db_url) as ordinary:
+        with store_class(db_url) as ordinary:
             before = spy.tried
             assert run_script(ordinary, "ordinary") == versions
             assert spy.tried == before
             assert comparable(ordinary, "ordinary") == expected
 
 
-def test_a_stale_tail_falls_back_and_appends_in_order(db_url: str, spy: Spy) -> None:
+def test_a_stale_tail_falls_back_and_appends_in_order(
+    db_url: str, spy: Spy, store_class: Any
+) -> None:
     """Two stores (two workers) taking turns on one conversation: each one's tail is always
     stale, the guard says so, nothing is written by the stale attempt, and the ordinary path
     appends at the right seq."""
-    with EventStore(db_url) as one, EventStore(db_url) as two:
+    with store_class(db_url) as one, store_class(db_url) as two:
         one.create_schema()
         one.append(CID, [S()])
         two.append(CID, [U("u0")])
@@ -179,8 +179,8 @@ def test_a_stale_tail_falls_back_and_appends_in_order(db_url: str, spy: Spy) -> 
         assert one.verify(CID).ok
 
 
-def test_a_stale_tail_with_expected_version_still_raises(db_url: str) -> None:
-    with EventStore(db_url) as one, EventStore(db_url) as two:
+def test_a_stale_tail_with_expected_version_still_raises(db_url: str, store_class: Any) -> None:
+    with store_class(db_url) as one, store_class(db_url) as two:
         one.create_schema()
         one.append(CID, [S(), U("u")])
         two.append(CID, [M("m")], expected_version=2)
@@ -271,11 +271,13 @@ def test_the_tail_cache_is_bounded() -> None:
 
 
 @pytest.mark.postgres
-def test_postgres_closes_an_index_through_both_index_columns(fresh_pg_url: str, spy: Spy) -> None:
+def test_postgres_closes_an_index_through_both_index_columns(
+    fresh_pg_url: str, spy: Spy, store_class: Any
+) -> None:
     """The fast statement's plan, on a conversation with hundreds of open indices, must look the
     closed index up by (conversation_id, position), not scan the open ones: that would make an
     append cost grow with the view."""
-    with EventStore(fresh_pg_url) as store:
+    with store_class(fresh_pg_url) as store:
         store.create_schema()
         store.append(CID, history(150))
         for event in TAIL:
@@ -305,12 +307,13 @@ def test_postgres_closes_an_index_through_both_index_columns(fresh_pg_url: str, 
 @pytest.mark.postgres
 def test_the_server_function_closes_an_index_through_both_index_columns(
     fresh_pg_url: str,
+    store_class: Any,
 ) -> None:
     """The same for ``viewstore_append_rows`` (migration 0014): its close of an index, run on
     a conversation with hundreds of open indices, reads the one row it closes, not every open
     one. The function's own plans are not visible to ``EXPLAIN``; the transaction's table
     statistics count the rows it read."""
-    with EventStore(fresh_pg_url, server_append=True) as store:
+    with store_class(fresh_pg_url, server_append=True) as store:
         store.create_schema()
         store.append(CID, history(150))
         for event in TAIL:
@@ -379,13 +382,13 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
 @pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
 @pytest.mark.parametrize("server_append", [True, False], ids=["function", "statement"])
 def test_both_postgres_fast_writes_store_what_the_ordinary_path_stores(
-    db_url: str, vectors_dir: Path, server_append: bool, sweep_step: int
+    db_url: str, vectors_dir: Path, server_append: bool, sweep_step: int, store_class: Any
 ) -> None:
     """The server-side function (migration 0014) and the single statement it replaces each
     write exactly the rows the ordinary path writes."""
-    fast = EventStore(db_url, server_append=server_append)
+    fast = store_class(db_url, server_append=server_append)
     fast.create_schema()
-    ordinary = EventStore(fast.engine, fast_path=False)
+    ordinary = store_class(fast.engine, fast_path=False)
     cases = sorted((vectors_dir / "cases").glob("*.jsonl"))[:12]
     for case in cases[::sweep_step]:
         for line in case.read_text().splitlines():

@@ -20,11 +20,7 @@ from hypothesis.stateful import (
 
 from viewstore import ConversationErasedError, ConversationNotFoundError, EventStore
 
-from ._helpers import A, C, M, O, Payload, U, triple
-
-#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
-PARTITIONED_TOO = True
-ASYNC_TOO = True
+from ..store._helpers import A, C, M, O, Payload, U, triple
 
 SETTINGS = settings(
     max_examples=8,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -23,11 +24,7 @@ from viewstore import (
 from viewstore.domain.scrub import MARK
 
 from ..ops._helpers import action, condensed_history, guard_off, message, observation
-from ._helpers import appending_meanwhile, triple
-
-#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
-PARTITIONED_TOO = True
-ASYNC_TOO = True
+from ..store._helpers import appending_meanwhile, triple
 
 SECRET = "sk-live-0123456789"
 
@@ -229,13 +226,13 @@ def test_redacting_a_broken_link_is_refused(store: EventStore) -> None:
     assert store.redactions("c") == []
 
 
-def test_a_keyed_store_keys_its_records(db_url: str) -> None:
-    with EventStore(db_url, chain_key="k1") as store:
+def test_a_keyed_store_keys_its_records(db_url: str, store_class: Any) -> None:
+    with store_class(db_url, chain_key="k1") as store:
         store.create_schema()
         _with_secrets(store)
         store.redact("c", "u1", reason="r")
         assert store.verify().ok
-    with EventStore(db_url, chain_key="other") as stranger:
+    with store_class(db_url, chain_key="other") as stranger:
         assert not stranger.verify().ok
         with pytest.raises(ChainMismatchError, match="chain key"):
             stranger.redact("c", "m2", reason="r")

@@ -12,11 +12,7 @@ from sqlalchemy import event
 
 from viewstore import ConversationNotFoundError, EventStore
 
-from ._helpers import S, U
-
-#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
-PARTITIONED_TOO = True
-ASYNC_TOO = True
+from ..store._helpers import S, U
 
 
 @contextmanager

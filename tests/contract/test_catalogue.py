@@ -9,11 +9,7 @@ import pytest
 
 from viewstore import ConversationInfo, EventStore, InvalidArgumentError
 
-from ._helpers import A, C, M, O, R, S, U
-
-#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
-PARTITIONED_TOO = True
-ASYNC_TOO = True
+from ..store._helpers import A, C, M, O, R, S, U
 
 
 def _fill(store: EventStore) -> datetime:

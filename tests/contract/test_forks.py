@@ -28,7 +28,7 @@ from viewstore import (
 )
 
 from ..ops._helpers import condensed_history, message, settled_feed
-from ._helpers import (
+from ..store._helpers import (
     Vector,
     appending_meanwhile,
     count_rows,
@@ -36,10 +36,6 @@ from ._helpers import (
     triple,
     view_digest,
 )
-
-#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
-PARTITIONED_TOO = True
-ASYNC_TOO = True
 
 SEED = 20261124
 

@@ -8,11 +8,7 @@ from sqlalchemy import text
 
 from viewstore import EventStore
 
-from ._helpers import A, C, M, O, R, S, U, triple, view_row_of
-
-#: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
-PARTITIONED_TOO = True
-ASYNC_TOO = True
+from ..store._helpers import A, C, M, O, R, S, U, triple, view_row_of
 
 CID = "conv"
 

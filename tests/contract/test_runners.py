@@ -31,8 +31,6 @@ from viewstore.store.adapters.runners import Order, RunnerClaim, ServerConversat
 
 from ..ops._helpers import message
 
-PARTITIONED_TOO = True
-ASYNC_TOO = True
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 #: A lease no test outlives.
 LONG = 600.0
