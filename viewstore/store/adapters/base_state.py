@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, insert, select, text, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy import Connection, Engine, select, text, update
 
 from viewstore.domain.errors import ConcurrencyError, DamagedBaseStateError, InvalidArgumentError
 from viewstore.store.append.locking import lock_conversation
+from viewstore.store.database import backends
 from viewstore.store.database.round_trip import (
     postgres_autocommit,
     sqlite_immediate,
@@ -89,18 +89,16 @@ def save(
     values = {"at_version": at_version, "payload": payload, "updated_at": now}
     if current is None:
         first = {"conversation_id": conversation_id, "revision": 1, **values}
-        if conn.dialect.name == "postgresql":
-            # Before the first event there is no conversation row to lock: two creators may
-            # race here, and the later snapshot simply wins (their first appends then decide).
-            statement = pg_insert(base_states).values(first)
-            conn.execute(
-                statement.on_conflict_do_update(
-                    index_elements=[base_states.c.conversation_id],
-                    set_={**values, "revision": base_states.c.revision + 1},
-                )
+        # Before the first event there is no conversation row to lock: two creators may race
+        # here (PostgreSQL; SQLite's BEGIN IMMEDIATE serializes them), and the later snapshot
+        # simply wins (their first appends then decide).
+        statement = backends.of(conn).insert(base_states).values(first)
+        conn.execute(
+            statement.on_conflict_do_update(
+                index_elements=[base_states.c.conversation_id],
+                set_={**values, "revision": base_states.c.revision + 1},
             )
-        else:  # SQLite: BEGIN IMMEDIATE already serializes every writer
-            conn.execute(insert(base_states).values(first))
+        )
         return 1
     conn.execute(
         update(base_states)

@@ -18,15 +18,14 @@ still agree on when a lease ends; SQLite is one machine's file and uses that mac
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Row, and_, case, delete, func, or_, select, text, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection, Row, and_, case, delete, func, or_, select, update
 
 from viewstore.domain.errors import InvalidArgumentError, RunnerHeldError, RunnerLostError
 from viewstore.store.append.locking import lock_conversation
-from viewstore.store.database.forgotten import pg_json
+from viewstore.store.database import backends
 from viewstore.store.database.schema import base_states, conversations, server_conversations
 from viewstore.store.inputs import check_integer, conversation_key, new_conversation_key
 from viewstore.store.lifecycle.erasure import refuse_if_erased
@@ -88,32 +87,25 @@ def _aware_time(value: object, name: str) -> datetime:
 
 
 def _now(conn: Connection) -> datetime:
-    if conn.dialect.name == "postgresql":
-        found: datetime = conn.execute(select(func.clock_timestamp())).scalar_one()
-        return found
-    return datetime.now(UTC)
+    return backends.of(conn).now(conn)
 
 
 def _locked_row(conn: Connection, key: str, now: datetime) -> Row[Any]:
     """The conversation's row, made if missing, locked until the transaction ends."""
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
     at = comparable(conn, now)
     conn.execute(
-        dialect.insert(server_conversations)
+        backends.of(conn)
+        .insert(server_conversations)
         .values(conversation_id=key, created_at=at, updated_at=at, generation=0)
         .on_conflict_do_nothing(index_elements=[server_conversations.c.conversation_id])
     )
     query = select(server_conversations).where(server_conversations.c.conversation_id == key)
-    if conn.dialect.name == "postgresql":
-        query = query.with_for_update()
-    return conn.execute(query).one()
+    return conn.execute(backends.of(conn).locked(query)).one()
 
 
 def _fenced(conn: Connection, key: str, runner: str, generation: int) -> Row[Any]:
     query = select(server_conversations).where(server_conversations.c.conversation_id == key)
-    if conn.dialect.name == "postgresql":
-        query = query.with_for_update()
-    row = conn.execute(query).first()
+    row = conn.execute(backends.of(conn).locked(query)).first()
     if row is None or row.runner != runner or row.generation != generation:
         raise RunnerLostError(key, runner, generation)
     return row
@@ -143,11 +135,7 @@ def _with_status(conn: Connection) -> Any:
 
 def _status(conn: Connection) -> Any:
     """The execution status in a conversation's stored base state, as SQL."""
-    found: Any = (
-        text(f"({pg_json('base_states.payload')} ->> 'execution_status')")
-        if conn.dialect.name == "postgresql"
-        else func.json_extract(base_states.c.payload, "$.execution_status")
-    )
+    found = backends.of(conn).json_text("base_states.payload", "execution_status")
     return func.coalesce(found, _DEFAULT_STATUS)
 
 

@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, or_, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from viewstore.domain.errors import (
     ConversationNotFoundError,
@@ -24,6 +23,7 @@ from viewstore.domain.errors import (
     InvalidArgumentError,
 )
 from viewstore.store.append.locking import lock_conversation
+from viewstore.store.database import backends
 from viewstore.store.database.schema import conversation_sources
 from viewstore.store.inputs import conversation_key, new_conversation_key
 from viewstore.store.lifecycle.erasure import refuse_if_erased
@@ -71,9 +71,9 @@ def claim(conn: Connection, key: str, source: str, now: datetime) -> None:
     if owner is None:
         if row is not None and row.version > 0:
             raise ConversationOwnedError(key, source, None)
-        dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
         conn.execute(
-            dialect.insert(conversation_sources)
+            backends.of(conn)
+            .insert(conversation_sources)
             .values(conversation_id=key, source=source, recorded_at=comparable(conn, now))
             .on_conflict_do_nothing(index_elements=[conversation_sources.c.conversation_id])
         )
@@ -102,8 +102,7 @@ def save(conn: Connection, key: str, info: SourceInfo, now: datetime) -> None:
         "tags": json.dumps(info.tags, ensure_ascii=False, sort_keys=True) if info.tags else None,
         "recorded_at": comparable(conn, now),
     }
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(conversation_sources).values(values)
+    statement = backends.of(conn).insert(conversation_sources).values(values)
     table = conversation_sources.c
     newer = or_(table.updated_at.is_(None), statement.excluded.updated_at >= table.updated_at)
     changed = {
@@ -181,9 +180,10 @@ class SourceInfoMethods(StoreCore):
             previous = _owner(conn, key)
             if previous is None and row is None:
                 raise ConversationNotFoundError(key)
-            dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-            statement = dialect.insert(conversation_sources).values(
-                conversation_id=key, source=source, recorded_at=comparable(conn, now)
+            statement = (
+                backends.of(conn)
+                .insert(conversation_sources)
+                .values(conversation_id=key, source=source, recorded_at=comparable(conn, now))
             )
             conn.execute(
                 statement.on_conflict_do_update(

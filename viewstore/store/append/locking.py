@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, select
 
+from viewstore.store.database import backends
 from viewstore.store.database.schema import conversations
 
 
@@ -19,6 +20,4 @@ def lock_conversation(conn: Connection, conversation_id: str) -> Row[Any] | None
     so writers to different conversations never wait for each other.
     """
     query = select(conversations).where(conversations.c.id == conversation_id)
-    if conn.dialect.name == "postgresql":
-        query = query.with_for_update()
-    return conn.execute(query).first()
+    return conn.execute(backends.of(conn).locked(query)).first()

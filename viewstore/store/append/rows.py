@@ -20,13 +20,13 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from viewstore.domain.chain import event_hash
 from viewstore.domain.kinds import Role
 from viewstore.domain.projector import Projection, ProjectionState, ViewEntry
 from viewstore.domain.view import TrackerState
 from viewstore.store.append.locking import lock_conversation
+from viewstore.store.database import backends
 from viewstore.store.database.forgotten import not_in_view
 from viewstore.store.database.schema import (
     condensations,
@@ -121,10 +121,7 @@ def create_conversation(conn: Connection, conversation_id: str, now: datetime) -
     """Insert an empty conversation row (a concurrent creator may win; we then lock theirs)."""
     values = state_values(ProjectionState(), last_hash="0" * 64)
     values.update(id=conversation_id, created_at=now, updated_at=now)
-    if conn.dialect.name == "postgresql":
-        conn.execute(pg_insert(conversations).values(values).on_conflict_do_nothing())
-    else:
-        conn.execute(insert(conversations).values(values))
+    conn.execute(backends.of(conn).insert(conversations).values(values).on_conflict_do_nothing())
     row = lock_conversation(conn, conversation_id)
     assert row is not None  # just inserted, or inserted by the transaction we waited for
     return row

@@ -13,17 +13,6 @@ from __future__ import annotations
 import json
 
 
-def pg_json(column: str) -> str:
-    """``column`` (JSON text) as PostgreSQL ``json``, the escape \\u0000 replaced by U+FFFD
-    first: PostgreSQL's JSON functions refuse it anywhere in a document (text cannot hold NUL),
-    though JSON allows it and a payload may hold it."""
-    return (
-        f"CAST(CASE WHEN strpos({column}, E'\\\\u0000') = 0 THEN {column} "
-        f"ELSE replace(replace(replace({column}, E'\\\\\\\\', chr(1)), "
-        "E'\\\\u0000', E'\\\\ufffd'), chr(1), E'\\\\\\\\') END AS json)"
-    )
-
-
 def not_in_view(listed: frozenset[str] | set[str], left: set[str]) -> str:
     """``condensations.not_in_view``: the listed ids that did not leave the view (were not
     in it), as a JSON array in code-point order."""

@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Row, select, text
 from viewstore.domain.errors import ConversationNotFoundError
 from viewstore.domain.kinds import STATE_UPDATE_KIND, SUMMARY_SUFFIX
 from viewstore.domain.order_key import seq_key
-from viewstore.store.database.forgotten import pg_json
+from viewstore.store.database.postgresql import pg_json
 from viewstore.store.database.schema import conversations, events
 from viewstore.store.database.translate import driver_errors
 from viewstore.store.read import lineage
