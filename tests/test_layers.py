@@ -89,7 +89,7 @@ def test_the_layers_are_found() -> None:
     )
     assert {"0027_baseline.py", "online.py"} <= {path.name for path in _files(MIGRATIONS)}
     # The reader sees relative and lazy imports as well as the plain ones at the top.
-    imported = {name for _, name in _imports(PACKAGE / "store" / "append" / "fast_path.py")}
+    imported = {name for _, name in _imports(PACKAGE / "store" / "database" / "round_trip.py")}
     assert "viewstore.store.database.aiosqlite_thread.run_on_thread" in imported
 
 

@@ -27,7 +27,8 @@ from viewstore.domain.errors import (
     RunnerHeldError,
     RunnerLostError,
 )
-from viewstore.store.adapters.runners import Order, RunnerClaim, ServerConversation
+from viewstore.store.adapters.runners import Order
+from viewstore.store.records import RunnerClaim, ServerConversation
 
 from ..ops._helpers import message
 

@@ -11,10 +11,10 @@ from typing import Any
 
 from viewstore.domain.errors import InvalidArgumentError
 from viewstore.store.adapters import base_state, locks
-from viewstore.store.adapters.base_state import BaseState
 from viewstore.store.database.translate import translated
 from viewstore.store.inputs import conversation_key
 from viewstore.store.read import reads
+from viewstore.store.records import BaseState
 from viewstore.store.store_core import ConversationId, StoreCore
 
 #: The most ids one ``base_states`` call reads (one statement's IN list).

@@ -20,8 +20,6 @@ from viewstore.domain.errors import (
     UnsupportedDatabaseError,
 )
 from viewstore.store.adapter_api import AdapterMethods
-from viewstore.store.adapters.runners import RunnerMethods
-from viewstore.store.adapters.source_info import SourceInfoMethods
 from viewstore.store.append.tails import Tail
 from viewstore.store.audit_api import AuditMethods
 from viewstore.store.browsing_api import Browsing
@@ -46,6 +44,8 @@ from viewstore.store.records import (
     StoredView,
     ViewPage,
 )
+from viewstore.store.runners_api import RunnerMethods
+from viewstore.store.sources_api import SourceInfoMethods
 from viewstore.store.store_core import ConversationId
 
 if TYPE_CHECKING:

@@ -363,3 +363,42 @@ class SourceInfo:
     updated_at: datetime | None = None
     tags: dict[str, str] = field(default_factory=dict)
     recorded_at: datetime | None = None  # when the store last wrote the row
+
+
+@dataclass(frozen=True)
+class BaseState:
+    """The newest base state of a conversation, and how far behind its log it may be."""
+
+    conversation_id: str
+    payload: str  # the JSON text as written
+    revision: int  # 1 for the first write, +1 for each later one
+    at_version: int  # the conversation version its writer had seen
+    version: int  # the conversation version when this was read
+
+    @property
+    def behind(self) -> int:
+        """Events appended after the snapshot was taken (a writer that died in between)."""
+        return self.version - self.at_version
+
+
+@dataclass(frozen=True)
+class RunnerClaim:
+    """A lease claimed: its generation, and the server it was taken over from (None when it
+    was free or already ours)."""
+
+    generation: int
+    taken_from: str | None
+
+
+@dataclass(frozen=True)
+class ServerConversation:
+    """One conversation as a store-backed agent server keeps it."""
+
+    conversation_id: str
+    meta: str | None  # the server's meta.json, as it wrote it
+    created_at: datetime
+    updated_at: datetime
+    runner: str | None  # the server holding the lease, None when released
+    generation: int
+    lease_expires_at: datetime | None
+    execution_status: str | None = None  # in the stored base state (None: no base state)

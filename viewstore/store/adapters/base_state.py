@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -23,23 +22,7 @@ from viewstore.store.database.round_trip import (
     sqlite_timestamp,
 )
 from viewstore.store.database.schema import base_states, conversations
-from viewstore.store.records import ConversationReport
-
-
-@dataclass(frozen=True)
-class BaseState:
-    """The newest base state of a conversation, and how far behind its log it may be."""
-
-    conversation_id: str
-    payload: str  # the JSON text as written
-    revision: int  # 1 for the first write, +1 for each later one
-    at_version: int  # the conversation version its writer had seen
-    version: int  # the conversation version when this was read
-
-    @property
-    def behind(self) -> int:
-        """Events appended after the snapshot was taken (a writer that died in between)."""
-        return self.version - self.at_version
+from viewstore.store.records import BaseState, ConversationReport
 
 
 def damage(payload: str) -> str | None:

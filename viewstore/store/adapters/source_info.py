@@ -1,7 +1,7 @@
-"""What an agent server says about a conversation (``conversation_sources``):
-the rows ``viewstore ingest`` and ``viewstore sync`` write, and ``EventStore``'s methods for
-them. A newer record replaces an older one (by the server's ``updated_at``); an older one,
-arriving late, changes nothing.
+"""What an agent server says about a conversation (``conversation_sources``): the rows
+``viewstore ingest`` and ``viewstore sync`` write, as SQL (``EventStore``'s methods for them
+are viewstore/store/sources_api.py's). A newer record replaces an older one (by the server's
+``updated_at``); an older one, arriving late, changes nothing.
 
 The row's ``source`` is also the conversation's owner (docs/fleet.md, "Ownership"): the first
 source to claim a conversation that holds no events owns it, and from then on only that source
@@ -12,29 +12,26 @@ appended by an application) belongs to no source, and the ingest may not claim i
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, or_, select
 
 from viewstore.domain.errors import (
-    ConversationNotFoundError,
     ConversationOwnedError,
     InvalidArgumentError,
 )
 from viewstore.store.append.locking import lock_conversation
 from viewstore.store.database import backends
 from viewstore.store.database.schema import conversation_sources
-from viewstore.store.inputs import conversation_key, new_conversation_key
 from viewstore.store.lifecycle.erasure import refuse_if_erased
 from viewstore.store.read.reads import aware, comparable
 from viewstore.store.records import SourceInfo
-from viewstore.store.store_core import ConversationId, StoreCore
 
 _TEXT_LIMITS = {"source": 255, "execution_status": 64, "agent_kind": 255}
 
 
-def _check_source(source: object) -> None:
+def check_source(source: object) -> None:
     limit = _TEXT_LIMITS["source"]
     if (
         not isinstance(source, str)
@@ -46,8 +43,8 @@ def _check_source(source: object) -> None:
         )
 
 
-def _check(info: SourceInfo) -> SourceInfo:
-    _check_source(info.source)
+def check_info(info: SourceInfo) -> SourceInfo:
+    check_source(info.source)
     for name, limit in _TEXT_LIMITS.items():
         value = getattr(info, name)
         if value is not None and (not isinstance(value, str) or len(value) > limit):
@@ -67,7 +64,7 @@ def claim(conn: Connection, key: str, source: str, now: datetime) -> None:
     # it and then finds the tombstone, instead of leaving a row for an erased conversation.
     row = lock_conversation(conn, key)
     refuse_if_erased(conn, key)
-    owner = _owner(conn, key)
+    owner = owner_of(conn, key)
     if owner is None:
         if row is not None and row.version > 0:
             raise ConversationOwnedError(key, source, None)
@@ -77,12 +74,12 @@ def claim(conn: Connection, key: str, source: str, now: datetime) -> None:
             .values(conversation_id=key, source=source, recorded_at=comparable(conn, now))
             .on_conflict_do_nothing(index_elements=[conversation_sources.c.conversation_id])
         )
-        owner = _owner(conn, key)  # a concurrent first claim may have won
+        owner = owner_of(conn, key)  # a concurrent first claim may have won
     if owner != source:
         raise ConversationOwnedError(key, source, owner)
 
 
-def _owner(conn: Connection, key: str) -> str | None:
+def owner_of(conn: Connection, key: str) -> str | None:
     found: str | None = conn.execute(
         select(conversation_sources.c.source).where(conversation_sources.c.conversation_id == key)
     ).scalar()
@@ -133,68 +130,3 @@ def load(conn: Connection, key: str) -> SourceInfo | None:
         tags=json.loads(row.tags) if row.tags else {},
         recorded_at=aware(row.recorded_at),
     )
-
-
-class SourceInfoMethods(StoreCore):
-    def save_conversation_info(self, info: SourceInfo) -> None:
-        """Keep what an agent server says about a conversation (one transaction). A record
-        whose ``updated_at`` is older than the stored one's changes nothing. Only the owner's
-        record is kept: it claims the conversation as ``claim_conversation`` does, and raises
-        ``ConversationOwnedError`` for another source's."""
-        key = new_conversation_key(info.conversation_id)
-        _check(info)
-        now = datetime.now(UTC)
-        with self._write() as conn:
-            claim(conn, key, info.source, now)
-            save(conn, key, info, now)
-
-    def claim_conversation(self, conversation_id: ConversationId, source: str) -> None:
-        """Check that ``source`` owns the conversation, making it the owner if the
-        conversation is new (holds no events and has no owner). ``ConversationOwnedError``
-        when another source owns it, or when it holds events that no source was claimed for;
-        ``ConversationErasedError`` when it was erased. One transaction."""
-        key = new_conversation_key(conversation_id)
-        _check_source(source)
-        with self._write() as conn:
-            claim(conn, key, source, datetime.now(UTC))
-
-    def conversation_owner(self, conversation_id: ConversationId) -> str | None:
-        """The source that owns the conversation (the agent server it is ingested from), or
-        None."""
-        key = conversation_key(conversation_id)
-        with self._read() as conn:
-            return _owner(conn, key)
-
-    def hand_over(self, conversation_id: ConversationId, source: str) -> str | None:
-        """Make ``source`` the conversation's owner, whoever owned it (an operator's move: a
-        sandbox replaced, a conversation imported and then run by an agent server). Returns
-        the previous owner. The new owner's log must still extend the stored one: the ingest
-        checks that on its next pull. ``ConversationNotFoundError`` when the conversation
-        holds no events and has no owner (nothing to hand over)."""
-        key = conversation_key(conversation_id)
-        _check_source(source)
-        now = datetime.now(UTC)
-        with self._write() as conn:
-            row = lock_conversation(conn, key)
-            refuse_if_erased(conn, key)
-            previous = _owner(conn, key)
-            if previous is None and row is None:
-                raise ConversationNotFoundError(key)
-            statement = (
-                backends.of(conn)
-                .insert(conversation_sources)
-                .values(conversation_id=key, source=source, recorded_at=comparable(conn, now))
-            )
-            conn.execute(
-                statement.on_conflict_do_update(
-                    index_elements=[conversation_sources.c.conversation_id],
-                    set_={"source": source, "recorded_at": statement.excluded.recorded_at},
-                )
-            )
-            return previous
-
-    def conversation_info(self, conversation_id: ConversationId) -> SourceInfo | None:
-        """What the conversation's agent server last said about it, or None."""
-        key = conversation_key(conversation_id)
-        with self._read() as conn:
-            return load(conn, key)
