@@ -249,3 +249,19 @@ def test_the_runtime_imports_no_migration_tool() -> None:
     """``migrations/online.py`` serves revisions only: no module of the package imports it (the
     store finds its migrations by name, viewstore/store/database/migrate.py)."""
     assert _breaches(PACKAGE, ["viewstore._migrations"]) == []
+
+
+def test_the_core_asks_the_distribution_seam_only() -> None:
+    """``EventStore``, its core and its method groups reach ``store/distribution/`` through
+    ``seam.py`` alone (docs/package-map.md)."""
+    core = [PACKAGE / "store" / "store_core.py", PACKAGE / "store" / "event_store.py"]
+    core += sorted((PACKAGE / "store").glob("*_api.py"))
+    found = [
+        f"{path.relative_to(ROOT)}:{line} imports {name}"
+        for path in core
+        for line, name in _imports(path)
+        if _within(name, "viewstore.store.distribution")
+        and not _within(name, "viewstore.store.distribution.seam")
+    ]
+    assert len(core) >= 7
+    assert found == []

@@ -195,15 +195,12 @@ class EventStore(
     def _write_plan(self, plan: fast_path.Plan) -> bool:
         """Commit the plan; False when it was stale or hit a stored id (nothing written)."""
         from viewstore.store.append import fast_path  # noqa: PLC0415 - start-up time
-        from viewstore.store.distribution import server_append  # noqa: PLC0415 - start-up time
 
         started = time.perf_counter()
         with translated():
             if self.engine.dialect.name == "postgresql":
-                if self._server_append is None:
-                    self._server_append = server_append.available(self.engine)
                 written = fast_path.write_postgres(
-                    self.engine, plan, server_function=self._server_append
+                    self.engine, plan, server_function=self._layout.server_function()
                 )
             else:
                 written = fast_path.write_sqlite(self.engine, plan)
@@ -414,8 +411,8 @@ class EventStore(
         """
         check_feed_limit(limit)
         with self._read() as conn:
-            if self._node_feeds.sharded(conn):  # Citus: one feed per node (shard_feed)
-                return self._node_feeds.read(conn, after, limit)
+            if self._layout.sharded(conn):  # Citus: one feed per node (shard_feed)
+                return self._layout.node_feeds(conn, after, limit)
             if after is not None:
                 decode_feed_cursor(after)
             return read_feed(conn, after, limit)
@@ -440,7 +437,7 @@ class EventStore(
         ``follow(store.feed_tail())`` yields only what commits later
         (``viewstore.store.feed.feed_tail``). Not on a store distributed by Citus."""
         with self._read() as conn:
-            if self._node_feeds.sharded(conn):
+            if self._layout.sharded(conn):
                 raise UnsupportedDatabaseError(
                     "feed_tail() is not available on a distributed store: follow from a "
                     "cursor you kept instead"
@@ -451,6 +448,6 @@ class EventStore(
         """Where commits notify a follower (None: nowhere, poll); for ``follow`` and the
         async follower (``viewstore.store.feed.follow_async``)."""
         with self._read() as conn:
-            if self._node_feeds.sharded(conn):  # Citus: no notifications (docs/schema.md)
+            if self._layout.sharded(conn):  # Citus: no notifications (docs/schema.md)
                 return None
             return listen_target(conn)

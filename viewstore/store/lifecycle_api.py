@@ -3,13 +3,11 @@ the conversations a retention policy would erase (``viewstore prune``)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import overload
 
 from viewstore.domain.errors import InvalidArgumentError
-from viewstore.store.distribution import citus
 from viewstore.store.inputs import check_integer, conversation_key, new_conversation_key
 from viewstore.store.lifecycle import erasure
 from viewstore.store.read import reads
@@ -47,10 +45,8 @@ class LifecycleMethods(StoreCore):
         with self._write() as conn:
             if new_id is not None:
                 fresh = new_conversation_key(new_id)
-            elif self._node_feeds.sharded(conn):  # Citus: an id on the source's shard
-                fresh = citus.colocated_id(conn, key)
             else:
-                fresh = uuid.uuid4().hex
+                fresh = self._layout.fork_id(conn, key)
             forking.fork(conn, key, at_seq, fresh, datetime.now(UTC))
         return fresh
 

@@ -35,8 +35,7 @@ from viewstore.store.database.engine import (
     default_url,
 )
 from viewstore.store.database.translate import translated
-from viewstore.store.distribution.partitions import check_count
-from viewstore.store.distribution.shard_feed import NodeFeeds
+from viewstore.store.distribution.seam import Distribution
 from viewstore.store.inputs import DEFAULT_MAX_EVENT_BYTES, check_integer
 from viewstore.store.read import reads
 
@@ -92,9 +91,10 @@ class StoreCore:
         self.max_event_bytes = check_integer("max_event_bytes", max_event_bytes, minimum=1)
         self._tails = Tails()
         self._fast = bool(fast_path)
-        self._server_append = None if server_append is None else bool(server_append)
         self._slow = slow.threshold()
-        self._node_feeds = NodeFeeds(self.engine)
+        self._layout = Distribution(
+            self.engine, server_function=None if server_append is None else bool(server_append)
+        )
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -113,7 +113,7 @@ class StoreCore:
         conversation column into that many partitions (``viewstore.store.distribution.partitions``).
         """
         if partitions is not None:
-            check_count(partitions)
+            Distribution.check_partitions(partitions)
             if self.engine.dialect.name != "postgresql":
                 raise UnsupportedDatabaseError(
                     "partitioned tables need PostgreSQL; an SQLite store is one file"
@@ -126,15 +126,12 @@ class StoreCore:
         ``create_schema``), in one transaction; returns the statements (``viewstore.store.
         citus``, docs/distribution.md). ``dry_run``: only return them. A database without
         the ``citus`` extension raises ``UnsupportedDatabaseError``."""
-        from viewstore.store.distribution import citus  # noqa: PLC0415 - PostgreSQL with Citus only
-
         if self.engine.dialect.name != "postgresql":
             raise UnsupportedDatabaseError("Citus distributes PostgreSQL databases only")
-        database = self.engine.url.database or ""
         if dry_run:
-            return citus.statements(database)
+            return self._layout.distribute(None, dry_run=True)
         with self._write() as conn:
-            return citus.distribute(conn, database)
+            return self._layout.distribute(conn, dry_run=False)
 
     def schema_revision(self) -> str | None:
         """The Alembic revision the database is at (``None``: no viewstore schema yet)."""
@@ -142,7 +139,7 @@ class StoreCore:
             return migrate.current_revision(self.engine, self.schema)
 
     def close(self) -> None:
-        self._node_feeds.close()
+        self._layout.close()
         if self._owns_engine:
             self.engine.dispose()
 
