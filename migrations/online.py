@@ -4,8 +4,8 @@ meanwhile, then the slow part in batches (docs/operations.md, "Migrations").
 
 Not part of the runtime package: only a revision imports it (``from viewstore._migrations
 import online``). Such a revision commits its instant DDL through ``run_alone``, walks its
-rows in short transactions keyed on the table's primary key (idempotent, so a run killed half
-way and run again finishes), and takes the migration lock again with ``relock`` before it
+rows in short transactions keyed on the table's primary key (``in_batches``: idempotent, so a
+run killed half way and run again finishes), and takes the migration lock again with ``relock`` before it
 ends, as the store's own upgrade holds it to the commit.
 
 On PostgreSQL each ``ALTER`` takes an ``ACCESS EXCLUSIVE`` lock on its table and keeps it to
@@ -33,8 +33,10 @@ timeout), and no lock cycle can form.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -86,6 +88,64 @@ def run_alone(bind: sa.Connection, ddl: Callable[[], object], tables: Sequence[s
                 raise
         time.sleep(pause)
         pause = min(pause * 2, 1.0)
+
+
+#: Rows per transaction of ``in_batches``; ``VIEWSTORE_MIGRATION_BATCH`` overrides it (a test
+#: kills a migration half way with small batches).
+BATCH = 1000
+
+
+def in_batches(
+    bind: sa.Connection,
+    table: str,
+    key: tuple[str, str],
+    statement: str,
+    *,
+    batch: int | None = None,
+    after_each: Callable[[int], object] | None = None,
+) -> int:
+    """Run ``statement`` over ``table`` in the order of its two-column primary key ``key``,
+    ``batch`` rows per transaction, each committed before the next; returns the batches run.
+
+    ``statement`` is an ``UPDATE`` or ``DELETE`` of ``table`` whose ``WHERE`` ends with
+    ``{range}``, which this fills with the batch's keys (its parameters are named ``_a1``,
+    ``_a2``, ``_b1``, ``_b2``). Each batch finds its last key by reading the primary key from
+    the previous batch's last one (a keyset: no batch rereads the rows before it) and then
+    changes its rows in one short transaction, so appends and reads go on between batches.
+    The statement must be idempotent (it leaves a changed row out of its own ``WHERE``): a run
+    killed half way and run again passes over the rows already done and finishes.
+    ``after_each(n)`` is called once the n-th batch has committed."""
+    size = batch or int(os.environ.get("VIEWSTORE_MIGRATION_BATCH", BATCH))
+    first, second = key
+    after = f"({first} > :_a1 OR ({first} = :_a1 AND {second} > :_a2))"
+    upto = f"({first} < :_b1 OR ({first} = :_b1 AND {second} <= :_b2))"
+    next_key = sa.text(
+        f"SELECT {first}, {second} FROM {table} WHERE {{after}} "
+        f"ORDER BY {first}, {second} LIMIT 1 OFFSET :_n"
+    )
+    bounds: dict[str, Any] = {}
+    batches = 0
+    while True:
+        where_after = after if bounds else "TRUE"
+        found = bind.execute(
+            sa.text(next_key.text.format(after=where_after)), {**bounds, "_n": size - 1}
+        ).first()
+        if found is None:  # the last batch: whatever is left
+            bind.execute(sa.text(statement.format(range=where_after)), bounds)
+            bind.commit()
+            batches += 1
+            if after_each is not None:
+                after_each(batches)
+            return batches
+        limit = {"_b1": found[0], "_b2": found[1]}
+        bind.execute(
+            sa.text(statement.format(range=f"{where_after} AND {upto}")), {**bounds, **limit}
+        )
+        bind.commit()
+        batches += 1
+        if after_each is not None:
+            after_each(batches)
+        bounds = {"_a1": found[0], "_a2": found[1]}
 
 
 def relock(bind: sa.Connection) -> None:
