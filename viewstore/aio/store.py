@@ -10,9 +10,14 @@ the append's fast path and its server-side call, the locked ordinary path, the r
 audits. Only the waiting differs (viewstore/store/pausing.py).
 
 Cancellation never reaches that blocking code: each call runs in a task of its own, which a
-cancelled caller leaves running to its end (viewstore/aio/calls.py, docs/asyncio.md). Only a
-``begin()`` block's own statements, which run in the caller's task, can be cut; the block's
-transaction then rolls back whole.
+cancelled caller leaves running to its end (viewstore/aio/calls.py, docs/asyncio.md). So do
+the appends inside a ``begin()`` block: a block whose task is cancelled lets them end, then
+rolls its transaction back whole. (Cut inside a statement, SQLAlchemy invalidated the block's
+connection and closed it with the statement unfinished; SQLite kept such a connection, and the
+write lock of its open transaction, until the statement was freed, and every writer after it
+waited its busy timeout and failed.) Only the statements of the caller's own transaction
+(``connection=`` an ``AsyncConnection`` or ``AsyncSession`` not from ``begin()``) run in the
+caller's task: that transaction is the caller's to end.
 """
 
 from __future__ import annotations
@@ -125,6 +130,8 @@ class AsyncEventStore:
             raise
         self._writers = asyncio.Lock() if self.engine.dialect.name == "sqlite" else None
         self._calls = Calls()
+        # The appends under way inside each open ``begin()`` block, by its connection.
+        self._blocks: dict[int, set[asyncio.Task[Any]]] = {}
 
     def _turns(self) -> AbstractAsyncContextManager[Any]:
         """On SQLite, this store's writers one at a time, in the order they came. SQLite has a
@@ -199,18 +206,23 @@ class AsyncEventStore:
             expected_version=expected_version,
             connection=None if connection is None else _blocking(connection),
         )
-        if connection is not None:
-            # In the caller's transaction, which has the write lock already, and in the caller's
-            # task: cut by a cancellation, the block's transaction rolls back whole.
-            return await greenlet_spawn(append)
-        return await self._calls.run(self._in_turn(append))
+        if connection is None:
+            return await self._calls.run(self._in_turn(append))
+        # In the caller's transaction, which has the write lock already (so not in turn).
+        block = self._blocks.get(id(_blocking(connection)))
+        if block is None:
+            return await greenlet_spawn(append)  # the caller's own transaction, in its task
+        task = self._calls.start(greenlet_spawn(append))
+        block.add(task)
+        task.add_done_callback(block.discard)
+        return await asyncio.shield(task)
 
     @asynccontextmanager
     async def begin(self) -> AsyncIterator[AsyncConnection]:
         """``EventStore.begin``: a write transaction, as an ``AsyncConnection`` of the store's
         engine, committed at the end of the block (rolled back on an exception or a
         cancellation); ``await store.append(..., connection=conn)`` inside it."""
-        async with self._entered(self.sync_store.begin()) as conn:
+        async with self._entered(self.sync_store.begin(), block=True) as conn:
             yield AsyncConnection(self.engine, conn)
 
     @asynccontextmanager
@@ -224,24 +236,32 @@ class AsyncEventStore:
             yield
 
     @asynccontextmanager
-    async def _entered(self, manager: AbstractContextManager[_T]) -> AsyncIterator[_T]:
+    async def _entered(
+        self, manager: AbstractContextManager[_T], *, block: bool = False
+    ) -> AsyncIterator[_T]:
         """A blocking context manager of the store, entered and left in calls of their own
         (``Calls``): a cancellation cuts neither; a caller cancelled while entering leaves the
-        manager to be left as soon as it is entered."""
+        manager to be left as soon as it is entered. ``block``: a ``begin()`` block, left only
+        once the appends made inside it have ended."""
         entering = self._calls.start(greenlet_spawn(manager.__enter__))
         try:
             value = await asyncio.shield(entering)
         except asyncio.CancelledError as cancelled:
             self._calls.start(_leave_when_entered(entering, manager, cancelled))
             raise
+        pending: set[asyncio.Task[Any]] = set()
+        if block:
+            self._blocks[id(value)] = pending
         try:
             yield value
         except BaseException as error:
-            leave = greenlet_spawn(manager.__exit__, type(error), error, error.__traceback__)
+            leave = _leave_after(pending, manager, error)
             if not await self._calls.run(leave):
                 raise
         else:
-            await self._calls.run(greenlet_spawn(manager.__exit__, None, None, None))
+            await self._calls.run(_leave_after(pending, manager, None))
+        finally:
+            self._blocks.pop(id(value), None)
 
     save_base_state = _writer(EventStore.save_base_state)
     save_conversation_info = _writer(EventStore.save_conversation_info)
@@ -324,6 +344,20 @@ class AsyncEventStore:
     verify = _shell(EventStore.verify)
     checkpoint = _shell(EventStore.checkpoint)
     live_equals_resume = _shell(EventStore.live_equals_resume)
+
+
+async def _leave_after(
+    pending: set[asyncio.Task[Any]],
+    manager: AbstractContextManager[Any],
+    error: BaseException | None,
+) -> bool | None:
+    """Leave ``manager`` once the calls ``pending`` on its connection have ended (two calls at
+    once on one connection would interleave their statements)."""
+    while pending:
+        await asyncio.wait(set(pending))
+    if error is None:
+        return await greenlet_spawn(manager.__exit__, None, None, None)
+    return await greenlet_spawn(manager.__exit__, type(error), error, error.__traceback__)
 
 
 async def _leave_when_entered(
