@@ -21,7 +21,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Row, case, func, select
+from sqlalchemy import Connection, Row, String, case, func, literal_column, select
 
 from viewstore.domain.errors import InvalidArgumentError, RunnerLostError
 from viewstore.store.database import backends
@@ -110,4 +110,4 @@ def with_status(conn: Connection) -> Any:
 def status_sql(conn: Connection) -> Any:
     """The execution status in a conversation's stored base state, as SQL."""
     found = backends.of(conn).json_text("base_states.payload", "execution_status")
-    return func.coalesce(found, _DEFAULT_STATUS)
+    return func.coalesce(literal_column(found, type_=String), _DEFAULT_STATUS)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Select, func, select, text
+from sqlalchemy import Connection, Select, func, select
 from sqlalchemy.dialects.postgresql import Insert
 from sqlalchemy.dialects.postgresql import insert as _insert
 
@@ -29,9 +29,9 @@ def locked(query: Select[Any]) -> Select[Any]:
     return query.with_for_update()
 
 
-def json_text(column: str, key: str) -> Any:
-    """The text of ``key`` in the JSON document ``column`` holds (None if absent), as SQL."""
-    return text(f"({pg_json(column)} ->> '{key}')")
+def json_text(column: str, key: str) -> str:
+    """The text of ``key`` in the JSON document ``column`` holds (NULL if absent), as SQL."""
+    return f"({pg_json(column)} ->> '{key}')"
 
 
 def now(conn: Connection) -> datetime:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Select, func, literal_column
+from sqlalchemy import Connection, Select
 from sqlalchemy.dialects.sqlite import Insert
 from sqlalchemy.dialects.sqlite import insert as _insert
 
@@ -25,9 +25,9 @@ def locked(query: Select[Any]) -> Select[Any]:
     return query
 
 
-def json_text(column: str, key: str) -> Any:
-    """The text of ``key`` in the JSON document ``column`` holds (None if absent), as SQL."""
-    return func.json_extract(literal_column(column), f"$.{key}")
+def json_text(column: str, key: str) -> str:
+    """The text of ``key`` in the JSON document ``column`` holds (NULL if absent), as SQL."""
+    return f"json_extract({column}, '$.{key}')"
 
 
 def now(conn: Connection) -> datetime:

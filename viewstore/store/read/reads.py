@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Row, select, text
 from viewstore.domain.errors import ConversationNotFoundError
 from viewstore.domain.kinds import STATE_UPDATE_KIND, SUMMARY_SUFFIX
 from viewstore.domain.order_key import seq_key
-from viewstore.store.database.postgresql import pg_json
+from viewstore.store.database import backends
 from viewstore.store.database.schema import conversations, events
 from viewstore.store.database.translate import driver_errors
 from viewstore.store.read import lineage
@@ -199,7 +199,11 @@ def last_state_update(conn: Connection, conversation_id: str, key: str) -> str |
     row = lineage_row_or_none(conn, conversation_id)
     if row is None:
         return None
-    sql = _LAST_STATE_UPDATE[conn.dialect.name == "postgresql"]
+    field = backends.of(conn).json_text("payload", "key")
+    sql = (
+        "SELECT payload FROM events WHERE conversation_id = :c AND seq > :a AND seq <= :b "
+        f"AND kind = :kind AND {field} = :k ORDER BY seq DESC LIMIT 1"
+    )
     for segment in reversed(lineage.segments(conn, row)):
         params = {
             "c": segment.conversation_id,
@@ -214,14 +218,6 @@ def last_state_update(conn: Connection, conversation_id: str, key: str) -> str |
     return None
 
 
-_LAST_STATE_UPDATE = {
-    postgres: "SELECT payload FROM events WHERE conversation_id = :c AND seq > :a "
-    f"AND seq <= :b AND kind = :kind AND ({field}) = :k ORDER BY seq DESC LIMIT 1"
-    for postgres, field in (
-        (False, "json_extract(payload, '$.key')"),
-        (True, f"{pg_json('payload')} ->> 'key'"),
-    )
-}
 _END = 2**62  # past any seq
 
 
