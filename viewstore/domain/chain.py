@@ -12,11 +12,11 @@ Two schemes (docs/lifecycle.md, "The hash chain across a redacted event"):
 - **Scheme 1** (events appended before chain scheme 2 existed): the hash is taken over the
   payload text itself.
 - **Scheme 2** (every event appended now): over the SHA-256 of the payload text *and* its
-  *content root*: the SHA-256 of the canonical JSON of the payload's value with every string
-  value replaced by its leaf digest. The text digest binds the exact bytes, as scheme 1 does;
-  the root is what lets ``verify`` check a redacted payload against what was committed at
-  append time: rebuilt from the redacted payload with the recorded leaf digests of the
-  replaced strings, it gives the same root only if nothing else changed.
+  *content root*: the SHA-256 of the canonical JSON of the payload's value with every string,
+  object keys included, replaced by its leaf digest. The text digest binds the exact bytes, as
+  scheme 1 does; the root is what lets ``verify`` check a redacted payload against what was
+  committed at append time: rebuilt from the redacted payload with the recorded leaf digests
+  of the replaced strings, it gives the same root only if nothing else changed.
 
 Both bind the exact text of an unredacted event, so ``verify`` accepts either there (a scheme-2
 hash input starts with ``2``, a scheme-1 one with the ``{`` of a JSON object: no input is both).
@@ -28,6 +28,9 @@ import hashlib
 import hmac
 import json
 import os
+from collections.abc import Callable, Iterable
+from json.encoder import _make_iterencode  # type: ignore[attr-defined]
+from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
 from typing import Any
 
 from viewstore.domain.errors import InvalidArgumentError
@@ -40,11 +43,6 @@ _SCHEME_2 = b"2\n"
 # chain key itself: a leaf digest is an HMAC of a string a user chose, published in a
 # redaction record, and must never double as a chain hash.
 _LEAF_KEY_LABEL = b"viewstore leaf digests"
-# ``canonical_json``'s settings (viewstore.domain.events), built once: json.dumps with arguments
-# builds an encoder per call, a third of the root's cost on a typical event.
-_CANONICAL = json.JSONEncoder(
-    ensure_ascii=False, separators=(",", ":"), allow_nan=False, check_circular=False
-)
 # Leaf digests of short strings (kinds, roles, tool names: most strings of most events) are
 # reused rather than recomputed; long ones (what anyone said) are not kept in memory.
 _CACHED_LENGTH = 64
@@ -103,57 +101,97 @@ def leaf_key(key: bytes | None) -> bytes | None:
     return None if key is None else hmac.digest(key, _LEAF_KEY_LABEL, "sha256")
 
 
-def leaf_digest(value: str, key: bytes | None) -> str:
+def leaf_digest(value: str, key: bytes | None, *, cached: bool = True) -> str:
     """One string's leaf digest; ``key`` is a ``leaf_key``."""
-    cache = _leaf_cache.get(key)
-    if cache is None:
+    cache = _leaf_cache.get(key) if cached else None
+    if cached and cache is None:
         cache = _leaf_cache.setdefault(key, {})
-    found = cache.get(value)
-    if found is not None:
-        return found
+    if cache is not None:
+        found = cache.get(value)
+        if found is not None:
+            return found
     # surrogatepass: a tampered payload may hold a lone surrogate; its digest then simply
     # does not match, where an encoding error would stop verify.
     data = value.encode("utf-8", "surrogatepass")
     found = (
         hashlib.sha256(data).hexdigest() if key is None else hmac.digest(key, data, "sha256").hex()
     )
-    if len(value) <= _CACHED_LENGTH:
+    if cache is not None and len(value) <= _CACHED_LENGTH:
         if len(cache) >= _CACHE_SIZE:
             cache.clear()
         cache[value] = found
     return found
 
 
-def leaves(value: Any, key: bytes | None) -> Any:
-    """``value`` (a parsed JSON value) with every string value, not object keys, replaced by
-    its leaf digest. Exact type checks: a parsed value holds only JSON's own types."""
-    kind = type(value)
-    if kind is dict:
-        return {
-            name: leaf_digest(inner, key) if type(inner) is str else leaves(inner, key)
-            for name, inner in value.items()
-        }
-    if kind is list:
-        return [
-            leaf_digest(inner, key) if type(inner) is str else leaves(inner, key) for inner in value
-        ]
-    if kind is str:
-        return leaf_digest(value, key)
+class Recorded(str):
+    """A string of a redacted payload whose leaf digest is not its own but the one a
+    redaction record kept for the string it replaced (``viewstore.domain.leaves``)."""
+
+    digest: str
+
+
+def recorded(marker: str, digest: str) -> Recorded:
+    """``marker`` standing for a removed string whose leaf digest was ``digest``."""
+    value = Recorded(marker)
+    value.digest = digest
     return value
 
 
-def root_of_leaves(tree: Any) -> str:
-    """The content root of a ``leaves`` tree: the SHA-256 of its canonical JSON text."""
-    return hashlib.sha256(_CANONICAL.encode(tree).encode("utf-8", "surrogatepass")).hexdigest()
+def _digest_writer(key: bytes | None, records: bool) -> Callable[[Any, int], Iterable[str]]:
+    """The canonical encoder with every string, object keys included, written as its leaf
+    digest in quotes: the text the content root hashes, made in the encoder's one walk of the
+    value instead of a walk that builds a tree of digests and a second that encodes it."""
+    # The quoted digests of short strings (keys, kinds, roles, tool names: most strings of most
+    # events) are kept, here rather than through leaf_digest: the encoder calls this for every
+    # string, about 30 a typical event, and the call's own cost is most of a cache hit's.
+    known: dict[str, str] = {}
+
+    def quoted(text: str) -> str:
+        # A Recorded string equals its marker, whose own digest may be known: it is asked
+        # first, by the writer of redacted payloads only (the append's never meets one).
+        if records and type(text) is Recorded:
+            return f'"{text.digest}"'
+        found = known.get(text)
+        if found is None:
+            found = f'"{leaf_digest(text, key, cached=False)}"'
+            if len(text) <= _CACHED_LENGTH:
+                if len(known) >= _CACHE_SIZE:
+                    known.clear()
+                known[text] = found
+        return found
+
+    if _c_make_encoder is not None:
+        writer: Callable[[Any, int], Iterable[str]] = _c_make_encoder(
+            None, None, quoted, None, ":", ",", False, False, False
+        )
+        return writer
+    # The same text without the C accelerator (an interpreter built without it).
+    return _make_iterencode(  # type: ignore[no-any-return]
+        None, None, quoted, None, float.__repr__, ":", ",", False, False, False
+    )
+
+
+_writers: dict[tuple[bytes | None, bool], Callable[[Any, int], Iterable[str]]] = {}
+
+
+def root_of(value: Any, key: bytes | None, *, records: bool = False) -> str:
+    """The content root of a parsed JSON value: the SHA-256 of its canonical JSON text with
+    every string, object keys included, replaced by its leaf digest; ``key`` is a
+    ``leaf_key``. With ``records``, a ``Recorded`` string counts as the digest it carries."""
+    writer = _writers.get((key, records))
+    if writer is None:
+        writer = _writers.setdefault((key, records), _digest_writer(key, records))
+    # Every string became 64 hex digits: the text is ASCII.
+    return hashlib.sha256("".join(writer(value, 0)).encode("ascii")).hexdigest()
 
 
 def content_root(payload_json: str, key: bytes | None = None) -> str:
     """The content root of a payload (``key``: the chain key, or None).
 
     Parsed from the stored text, as ``verify`` parses it, rather than taken from the object an
-    append was given: that object may hold what JSON writes alike but a walk would not (tuples,
-    ``str`` subclasses, keys that are not strings)."""
-    return root_of_leaves(leaves(json.loads(payload_json), leaf_key(key)))
+    append was given: that object may hold what JSON writes alike but reads back otherwise (a
+    key given as the number 1 beside the key "1")."""
+    return root_of(json.loads(payload_json), leaf_key(key))
 
 
 def event_hash(

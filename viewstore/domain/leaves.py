@@ -1,7 +1,7 @@
 """Leaf digests of redacted strings, and the check of a redacted payload against its chain hash.
 
 An event appended under chain scheme 2 (``viewstore.domain.chain``) is hashed over its content root:
-the digest of its JSON value with every string value replaced by that string's leaf digest. A
+the digest of its JSON value with every string (object keys too) replaced by its leaf digest. A
 redaction record keeps the leaf digests of the strings its round replaced, by JSON Pointer
 (RFC 6901). ``verify`` rebuilds the root from the redacted payload, taking each string a
 record names from the record (the payload must hold exactly the marker there) and every other
@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from viewstore.domain.chain import leaf_digest, leaf_key, leaves, root_of_leaves
+from viewstore.domain.chain import leaf_digest, leaf_key, recorded, root_of
 from viewstore.domain.events import canonical_json
 from viewstore.domain.jsontext import loads_strict
 
@@ -83,9 +83,8 @@ def redacted_root(
     value = loads_strict(payload)
     if canonical_json(value) != payload:
         raise ValueError("its payload is not the canonical JSON text of its value")
-    tree = leaves(value, leaf_key(chain_key))
     for pointer, digest in digests.items():
-        where, into = value, tree
+        where = value
         tokens = _tokens(pointer)
         for depth, token in enumerate(tokens):
             if type(where) is dict and token in where:
@@ -97,7 +96,7 @@ def redacted_root(
             if depth == len(tokens) - 1:
                 if where[step] != mark or type(where[step]) is not str:
                     raise ValueError(f"recorded path {pointer} holds other than {mark!r}")
-                into[step] = digest
+                where[step] = recorded(mark, digest)
             else:
-                where, into = where[step], into[step]
-    return root_of_leaves(tree)
+                where = where[step]
+    return root_of(value, leaf_key(chain_key), records=True)
