@@ -126,7 +126,7 @@ def _tables(dialect: str) -> None:
         sa.Column("txid", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("conversation_id", "seq", name="pk_events"),
         sa.UniqueConstraint(
-            "conversation_id", "event_id", name="uq_events_conversation_id_event_id"
+            "event_id", "conversation_id", name="uq_events_event_id_conversation_id"
         ),
         _fk("events", ["conversation_id"], "conversations", ["id"]),
         # SQLite's txid is always 0: the unique position alone orders the feed.

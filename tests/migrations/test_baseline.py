@@ -4,7 +4,9 @@
 0001 to 0027 built, one after the other, at commit f285989, the last before they were folded:
 a SQLite file, a PostgreSQL database, one hash-partitioned into 4, and one in its own schema.
 A store the baseline builds today must equal each: every table, column, constraint, index,
-trigger, function, view, sequence, grant of viewstore's roles, partition, and row.
+trigger, function, view, sequence, grant of viewstore's roles, partition, and row, but for
+the changes made to the baseline since (no store outside the repository predates the
+release), each applied to the recording by ``_since_the_fold`` and named there.
 """
 
 from __future__ import annotations
@@ -21,7 +23,31 @@ from viewstore import EventStore
 
 from ._snapshot import Snapshot, snapshot
 
-FOLDED = json.loads((Path(__file__).parent / "data" / "folded_0027.json").read_text())
+_RECORDED = (Path(__file__).parent / "data" / "folded_0027.json").read_text()
+
+# The log's unique index leads with the event id (issue 41; viewstore/store/database/schema.py
+# says why): its name, its columns, and the names PostgreSQL gives a partition's copies.
+_SQLITE_UNIQUE = (
+    "u:[[0, 0, 'conversation_id', 0, 'BINARY', 1], [1, 2, 'event_id', 0, 'BINARY', 1], "
+    "[2, -1, None, 0, 'BINARY', 0]]",
+    "u:[[0, 2, 'event_id', 0, 'BINARY', 1], [1, 0, 'conversation_id', 0, 'BINARY', 1], "
+    "[2, -1, None, 0, 'BINARY', 0]]",
+)
+
+
+def _since_the_fold(recorded: str) -> Any:
+    """The recording with the changes made to the baseline since it was taken."""
+    for old, new in (
+        ("conversation_id_event_id", "event_id_conversation_id"),
+        ("(conversation_id, event_id)", "(event_id, conversation_id)"),
+        (json.dumps(_SQLITE_UNIQUE[0])[1:-1], json.dumps(_SQLITE_UNIQUE[1])[1:-1]),
+    ):
+        assert old in recorded, old
+        recorded = recorded.replace(old, new)
+    return json.loads(recorded)
+
+
+FOLDED = _since_the_fold(_RECORDED)
 
 # (layout, partitions, schema): the stores recorded in FOLDED.
 POSTGRES_LAYOUTS = {
@@ -41,6 +67,8 @@ def _differences(found: Snapshot, recorded: Snapshot) -> list[str]:
         if isinstance(mine, list) and isinstance(theirs, list):
             a = {json.dumps(x) for x in mine}
             b = {json.dumps(x) for x in theirs}
+            if a == b and len(mine) == len(theirs):
+                continue  # the same parts, in another order (a renamed one sorts elsewhere)
             lines.append(f"{part}: baseline only {sorted(a - b)}, folded only {sorted(b - a)}")
         else:
             lines.append(f"{part}: baseline {mine!r}\n  folded {theirs!r}")

@@ -59,7 +59,17 @@ _LOCK_FOR_APPEND = select(
     .exists()
     .label("has_stored"),
 ).where(conversations.c.id == bindparam("conversation_id"))
-_LOCK_FOR_APPEND_PG = _LOCK_FOR_APPEND.with_for_update(of=conversations)
+# PostgreSQL asks for each id alone: one lookup of the unique (event_id, conversation_id) index
+# each (a LATERAL with a LIMIT is never flattened into a join). Given the ids as one IN list, a
+# store never analyzed planned the index for its first column only and read the conversation's
+# every log row, filtering the ids (tests/store/test_unanalyzed_plans.py).
+_LOCK_FOR_APPEND_PG = text(
+    f"SELECT {', '.join(c.name for c in conversations.c)}, EXISTS ("
+    "SELECT FROM unnest(CAST(:event_ids AS text[])) AS i(id), LATERAL ("
+    "SELECT FROM events e WHERE e.conversation_id = :conversation_id AND e.event_id = i.id "
+    "LIMIT 1) AS hit) AS has_stored "
+    "FROM conversations WHERE id = :conversation_id FOR UPDATE OF conversations"
+)
 _STATE_COLUMNS = (
     "version",
     "unhandled_request",
@@ -269,11 +279,13 @@ class Overtaken(Exception):
     earlier seq. ``EventStore.append`` rolls back and runs the append again."""
 
 
-# Both copies of ``events`` name the conversation, so a sharded server routes it to one shard.
+# Both reads of ``events`` name the conversation, so a sharded server routes it to one shard;
+# each is one lookup of the primary key (as a join, a store never analyzed read the
+# conversation's whole log for the predecessor: tests/store/test_unanalyzed_plans.py).
 _OVERTAKEN = text(
-    "SELECT 1 FROM events e JOIN events p ON p.conversation_id = e.conversation_id "
-    "AND p.seq = e.seq - 1 WHERE e.conversation_id = :conversation_id "
-    "AND p.conversation_id = :conversation_id AND e.seq = :seq AND p.txid > e.txid"
+    "SELECT 1 FROM events e WHERE e.conversation_id = :conversation_id AND e.seq = :seq "
+    "AND e.txid < (SELECT p.txid FROM events p WHERE p.conversation_id = :conversation_id "
+    "AND p.seq = :seq - 1)"
 )
 
 
@@ -349,17 +361,17 @@ def _rule_rows(
     """The rows of ``conversation_id`` that match ``where``, in view order: the columns of
     ``_RULE_NAMES`` (an event's id and kind from its log row: ``logged_ids``), then with
     ``copies`` those of ``_FIELDS``."""
-    own_log = view_entries.outerjoin(
-        events,
+    log, joined = backends.of(conn).log_rows(
         and_(
             events.c.conversation_id == conversation_id,
             events.c.seq == view_entries.c.seq,
             view_entries.c.holder.is_(None),
-        ),
+        )
     )
+    own_log = view_entries.outerjoin(log, joined)
     logged = {
-        "event_id": func.coalesce(view_entries.c.event_id, events.c.event_id),
-        "kind": func.coalesce(view_entries.c.kind, events.c.kind),
+        "event_id": func.coalesce(view_entries.c.event_id, log.c.event_id),
+        "kind": func.coalesce(view_entries.c.kind, log.c.kind),
     }
     columns = [logged.get(name, view_entries.c[name]) for name in _RULE_NAMES]
     found = conn.execute(

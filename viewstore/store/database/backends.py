@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, Select
+from sqlalchemy import ColumnElement, Connection, FromClause, Select
 
 from viewstore.store.database import postgresql, sqlite
 
@@ -24,9 +24,21 @@ class Backend(Protocol):
 
     def now(self, conn: Connection) -> datetime: ...
 
+    def log_join(self, on: str) -> str: ...
+
+    def log_rows(self, on: ColumnElement[bool]) -> tuple[FromClause, ColumnElement[bool]]: ...
+
+    def keyed(self, columns: str, source: str, where: str, column: str, listed: str) -> str: ...
+
 
 _BY_NAME: dict[str, Backend] = {postgresql.NAME: postgresql, sqlite.NAME: sqlite}
 
 
 def of(conn: Connection) -> Backend:
     return _BY_NAME[conn.dialect.name]
+
+
+def spelled(template: str, on: str) -> dict[str, str]:
+    """``template`` with ``{log}`` as each backend writes the join to the log (``on``: its
+    condition), by backend name."""
+    return {name: template.format(log=backend.log_join(on)) for name, backend in _BY_NAME.items()}

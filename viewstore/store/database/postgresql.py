@@ -10,9 +10,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Select, func, select
+from sqlalchemy import ColumnElement, Connection, FromClause, Select, func, select, true
 from sqlalchemy.dialects.postgresql import Insert
 from sqlalchemy.dialects.postgresql import insert as _insert
+
+from viewstore.store.database.schema import events
 
 NAME = "postgresql"
 
@@ -48,4 +50,35 @@ def pg_json(column: str) -> str:
         f"CAST(CASE WHEN strpos({column}, E'\\\\u0000') = 0 THEN {column} "
         f"ELSE replace(replace(replace({column}, E'\\\\\\\\', chr(1)), "
         "E'\\\\u0000', E'\\\\ufffd'), chr(1), E'\\\\\\\\') END AS json)"
+    )
+
+
+# Per-conversation reads are written so that their plan cannot depend on statistics: a store
+# never analyzed (a fresh import; a partitioned parent, which autovacuum never analyzes)
+# estimates one row for any conversation, and the planner then joined a view's rows to a scan
+# of the conversation's whole log, or read the conversation with a list of keys as a filter:
+# reads quadratic in the conversation's length (tests/store/test_unanalyzed_plans.py). A
+# subquery behind OFFSET 0 is never merged into its query, so each row or key below is one
+# lookup of the index its equalities name, whatever the estimates.
+
+
+def log_join(on: str) -> str:
+    """The log row ``e`` each view row ``v`` names (``on``: the condition), as one lookup of
+    the log's primary key a row."""
+    return f"LEFT JOIN LATERAL (SELECT * FROM events e WHERE {on} OFFSET 0) e ON true"
+
+
+def log_rows(on: ColumnElement[bool]) -> tuple[FromClause, ColumnElement[bool]]:
+    """``log_join`` for a statement built with SQLAlchemy: the log's rows and the join's
+    condition."""
+    return select(events).where(on).offset(0).lateral("e"), true()
+
+
+def keyed(columns: str, source: str, where: str, column: str, listed: str) -> str:
+    """``SELECT columns FROM source WHERE where AND column IN (listed)``, as one lookup a key
+    (``listed``: placeholders)."""
+    keys = ", ".join(f"({key})" for key in listed.split(", "))
+    return (
+        f"SELECT x.* FROM (VALUES {keys}) AS k(key) CROSS JOIN LATERAL "
+        f"(SELECT {columns} FROM {source} WHERE {where} AND {column} = k.key OFFSET 0) AS x"
     )

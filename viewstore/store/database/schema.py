@@ -121,7 +121,11 @@ events = Table(
     Column("position", BigInteger, nullable=False),
     Column("txid", BigInteger, nullable=False),
     PrimaryKeyConstraint("conversation_id", "seq"),
-    UniqueConstraint("conversation_id", "event_id"),
+    # The event id leads: a statement about one conversation's rows then has only the primary
+    # key to read them by. With the conversation id first, a store never analyzed priced the two
+    # indexes alike and read a conversation through this one, filtering seq: every view read
+    # quadratic in the conversation's length (tests/store/test_unanalyzed_plans.py).
+    UniqueConstraint("event_id", "conversation_id"),
     ForeignKeyConstraint(["conversation_id"], ["conversations.id"]),
     # Each index here costs every append a page write, so the log keeps only what a query of
     # the store needs. The feed reads in (txid, position) order: on SQLite txid is always 0 and

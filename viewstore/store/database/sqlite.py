@@ -6,9 +6,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Select
+from sqlalchemy import ColumnElement, Connection, FromClause, Select
 from sqlalchemy.dialects.sqlite import Insert
 from sqlalchemy.dialects.sqlite import insert as _insert
+
+from viewstore.store.database.schema import events
 
 NAME = "sqlite"
 
@@ -33,3 +35,21 @@ def json_text(column: str, key: str) -> str:
 def now(conn: Connection) -> datetime:
     """This process's clock: the database is a file on this machine."""
     return datetime.now(UTC)
+
+
+def log_join(on: str) -> str:
+    """The log row ``e`` each view row ``v`` names (``on``: the condition). SQLite's planner
+    looks a join's inner rows up by the index its equalities name, statistics or none."""
+    return f"LEFT JOIN events e ON {on}"
+
+
+def log_rows(on: ColumnElement[bool]) -> tuple[FromClause, ColumnElement[bool]]:
+    """``log_join`` for a statement built with SQLAlchemy: the log's rows and the join's
+    condition."""
+    return events, on
+
+
+def keyed(columns: str, source: str, where: str, column: str, listed: str) -> str:
+    """``SELECT columns FROM source WHERE where AND column IN (listed)`` (``listed``:
+    placeholders)."""
+    return f"SELECT {columns} FROM {source} WHERE {where} AND {column} IN ({listed})"

@@ -18,13 +18,14 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from viewstore.store.database import backends
 from viewstore.store.read.reads import logged_by_seq
 
 #: The row ``v``'s event id and kind: its own, or its conversation's log's (``OWN_LOG``).
 EVENT_ID = "COALESCE(v.event_id, e.event_id)"
 EVENT_KIND = "COALESCE(v.kind, e.kind)"
-#: The log row ``e`` of a row ``v`` of conversation ``:c`` that names no holder.
-OWN_LOG = "LEFT JOIN events e ON e.conversation_id = :c AND e.seq = v.seq AND v.holder IS NULL"
+#: The log row ``e`` of a row ``v`` of conversation ``:c`` that names no holder, by backend.
+OWN_LOG = backends.spelled("{log}", "e.conversation_id = :c AND e.seq = v.seq AND v.holder IS NULL")
 
 
 def from_holders(

@@ -45,10 +45,10 @@ _CONVERSATION = (
 # Only the id and the payload: every field of the Event is in its payload. An event's id is
 # its log row's too; a summary's row holds its own id and payload, and the outer join finds no
 # log row for it.
-_ENTRIES = (
+_ENTRIES = backends.spelled(
     "SELECT COALESCE(v.event_id, e.event_id), COALESCE(v.payload, e.payload) FROM view_entries v "
-    "LEFT JOIN events e ON e.conversation_id = :c AND e.seq = v.seq "
-    "WHERE v.conversation_id = :c AND "
+    "{log} WHERE v.conversation_id = :c AND ",
+    "e.conversation_id = :c AND e.seq = v.seq",
 )
 # A fork's copied rows name the conversation whose log holds their event (``holder``): read
 # apart, then each holder's payloads by their seqs, so every statement still names a single
@@ -58,15 +58,16 @@ _FORK_ENTRIES = (
     "SELECT v.event_id, v.payload, v.seq, v.holder FROM view_entries v "
     "WHERE v.conversation_id = :c AND "
 )
-_LOGGED = "SELECT seq, {} FROM events WHERE conversation_id = :h AND seq IN ({})"
 _CURRENT = "v.left_seq IS NULL ORDER BY v.order_key"
 _AS_OF = "v.entered_seq <= :s AND (v.left_seq IS NULL OR v.left_seq > :s) ORDER BY v.order_key"
 # Every row, alive or left: verify reads each as a view read would (``read_every_row``).
 _EVERY = "1 = 1 ORDER BY v.order_key"
-#: (current, as of a seq, every row), by whether the rows may name a holder (a fork's).
+#: (current, as of a seq, every row), by backend and by whether the rows may name a holder
+#: (a fork's).
 _VIEW_ENTRIES = {
-    fork: (entries + _CURRENT, entries + _AS_OF, entries + _EVERY)
-    for fork, entries in ((False, _ENTRIES), (True, _FORK_ENTRIES))
+    (name, fork): (entries + _CURRENT, entries + _AS_OF, entries + _EVERY)
+    for name, own in _ENTRIES.items()
+    for fork, entries in ((False, own), (True, _FORK_ENTRIES))
 }
 _INDICES = "SELECT position FROM manipulation_indices WHERE conversation_id = :c AND "
 _CURRENT_INDICES = _INDICES + "to_seq IS NULL ORDER BY position"
@@ -106,7 +107,7 @@ def read_view(
     version, unhandled, *lineage_columns = found[0]
     row = _LineageRow(*lineage_columns)
     fork = lineage.is_fork(row)
-    current_entries, entries_as_of, _ = _VIEW_ENTRIES[fork]
+    current_entries, entries_as_of, _ = _VIEW_ENTRIES[conn.dialect.name, fork]
     fetch = _fork_entries if fork else _fetch
     if as_of is None:
         entries = fetch(conn, current_entries + page, params)
@@ -134,7 +135,7 @@ def read_every_row(conn: Connection, conversation_id: str) -> Sequence[Any]:
     row = lineage_row(conn, conversation_id)
     fork = lineage.is_fork(row)
     fetch = _fork_entries if fork else _fetch
-    return fetch(conn, _VIEW_ENTRIES[fork][2], {"c": conversation_id})
+    return fetch(conn, _VIEW_ENTRIES[conn.dialect.name, fork][2], {"c": conversation_id})
 
 
 def in_view(
@@ -167,13 +168,22 @@ def in_view(
     for segment in lineage.segments(conn, row):
         upto = _END if segment.upto is None else segment.upto
         part = {"h": segment.conversation_id, "lo": segment.after, "hi": upto}
-        for seq, event_id in _fetch(conn, _LOGGED_IDS.format(listed), {**part, **bound}):
+        # By the unique (event_id, conversation_id) index; the segment's bounds are applied to
+        # what it finds (given to the server, they made SQLite scan the log's primary key).
+        logged_ids = backends.of(conn).keyed(
+            "seq, event_id", "events", "conversation_id = :h", "event_id", listed
+        )
+        for seq, event_id in _fetch(conn, logged_ids, {**part, **bound}):
             if part["lo"] < seq <= part["hi"]:
                 named[int(seq)] = str(event_id)
     seqs = sorted(named)
     for start in range(0, len(seqs), _IN_LIST):
         keys, bound_keys = bind_list("k", [seq_key(seq) for seq in seqs[start : start + _IN_LIST]])
-        held = _fetch(conn, _HELD_EVENTS.format(keys, alive), {**params, **bound_keys})
+        held_events = backends.of(conn).keyed(
+            "seq", "view_entries", f"conversation_id = :c AND NOT is_summary AND {alive}",
+            "order_key", keys,
+        )  # fmt: skip
+        held = _fetch(conn, held_events, {**params, **bound_keys})
         found.update(named[int(seq)] for (seq,) in held)
     return found
 
@@ -181,13 +191,6 @@ def in_view(
 _HELD_SUMMARIES = (
     "SELECT event_id FROM view_entries WHERE conversation_id = :c AND is_summary "
     "AND event_id IN ({}) AND {}"
-)
-# By the unique (conversation_id, event_id) index; the segment's bounds are applied to what it
-# finds (given to the server, they made SQLite scan the log's primary key instead).
-_LOGGED_IDS = "SELECT seq, event_id FROM events WHERE conversation_id = :h AND event_id IN ({})"
-_HELD_EVENTS = (
-    "SELECT seq FROM view_entries WHERE conversation_id = :c AND order_key IN ({}) "
-    "AND NOT is_summary AND {}"
 )
 
 
@@ -254,7 +257,9 @@ def logged_by_seq(
     for holder, seqs in wanted.items():
         for start in range(0, len(seqs), _IN_LIST):
             listed, bound = bind_list("q", seqs[start : start + _IN_LIST])
-            sql = _LOGGED.format(columns, listed)
+            sql = backends.of(conn).keyed(
+                f"seq, {columns}", "events", "conversation_id = :h", "seq", listed
+            )
             for seq, *values in _fetch(conn, sql, {"h": holder, **bound}):
                 logged[holder, seq] = tuple(values)
     return logged

@@ -31,6 +31,7 @@ from sqlalchemy import Connection
 from viewstore.domain.kinds import KIND_ROLES, STATE_UPDATE_KIND, Role
 from viewstore.domain.order_key import event_keys_between
 from viewstore.domain.view.enforcement import enforce_properties
+from viewstore.store.database import backends
 from viewstore.store.read import lineage, logged_ids, reads
 from viewstore.store.read.reads import _END, _fetch, bind_list
 
@@ -52,19 +53,23 @@ _TOOL_KINDS = ", ".join(
 # An event's id is its log row's (docs/schema.md): the conversation's own log is joined, and a
 # fork's copied rows get theirs from their holders' (``logged_ids``); the holder comes last.
 _FACTS = f"v.seq, {logged_ids.EVENT_ID}, v.role, v.tool_call_id, v.llm_response_id, v.thinking"
-_ROWS = f"FROM view_entries v {logged_ids.OWN_LOG} WHERE v.conversation_id = :c"
-_CURRENT = (
-    f"SELECT {_FACTS}, v.is_summary, v.holder {_ROWS} AND v.left_seq IS NULL ORDER BY v.order_key"
-)
+#: By backend, as every statement below.
+_SOURCE = {name: f"view_entries v {join}" for name, join in logged_ids.OWN_LOG.items()}
+_ROWS = {name: f"FROM {source} WHERE v.conversation_id = :c" for name, source in _SOURCE.items()}
+_CURRENT = {
+    name: f"SELECT {_FACTS}, v.is_summary, v.holder {rows} AND v.left_seq IS NULL "
+    "ORDER BY v.order_key"
+    for name, rows in _ROWS.items()
+}
 # Each query reads one conversation's part of a lineage (a fork's sources hold its shared
 # prefix, ``viewstore.store.read.lineage``): seqs, or for left rows the seqs they left at, in
 # ``:lo < x <= :hi``. A conversation that is not a fork is one part, from 0 to the end.
 # The actions that left the view are read through ix_view_entries_left_actions, whose
 # predicate this repeats (docs/schema.md); a current row is in hand from the live view's read.
-_FORGOTTEN_ACTIONS = (
-    f"SELECT {logged_ids.EVENT_ID}, v.llm_response_id, v.seq, v.holder {_ROWS} "
-    "AND v.left_seq IS NOT NULL AND v.left_seq > :lo AND v.left_seq <= :hi "
-    "AND v.role = 'action' AND ({})"
+_FORGOTTEN_FACTS = f"{logged_ids.EVENT_ID}, v.llm_response_id, v.seq, v.holder"
+_FORGOTTEN_WHERE = (
+    "v.conversation_id = :c AND v.left_seq IS NOT NULL AND v.left_seq > :lo "
+    "AND v.left_seq <= :hi AND v.role = 'action'"
 )
 
 
@@ -88,11 +93,12 @@ _STRETCH_LOG = (
 # keyed by its seq: viewstore.domain.order_key), not from an index of their own
 # (docs/schema.md): the stretch is short by construction, and its live rows, read and passed
 # over here, are few.
-_STRETCH_LEFT = (
-    f"SELECT {_FACTS}, v.holder {_ROWS} "
+_STRETCH_LEFT = {
+    name: f"SELECT {_FACTS}, v.holder {rows} "
     "AND v.order_key > :ka AND v.order_key < :kb AND v.left_seq IS NOT NULL "
     "AND NOT v.is_summary AND v.seq > :a AND v.seq < :b AND v.seq > :lo AND v.seq <= :hi"
-)
+    for name, rows in _ROWS.items()
+}
 
 
 def _item(row: Any) -> _Item:
@@ -122,7 +128,7 @@ def resume_items(
     tool_seqs: list[int] = []
     responses: set[str | None] = set()
     for row in logged_ids.from_holders(
-        conn, _fetch(conn, _CURRENT, {"c": c}), seq=0, holder=7, event_id=1
+        conn, _fetch(conn, _CURRENT[conn.dialect.name], {"c": c}), seq=0, holder=7, event_id=1
     ):
         item = _item(row)
         current.append(item)
@@ -167,17 +173,29 @@ def _forgotten_actions(
 ) -> list[_Item]:
     """The actions of these LLM responses (None: of none) that left the view: a row leaving
     at seq ``s`` is recorded by the conversation whose part of the lineage holds ``s``."""
+    source = _SOURCE[conn.dialect.name]
+    statements: list[tuple[str, dict[str, Any]]] = []
     named = sorted(r for r in responses if r is not None)
-    listed, bound = bind_list("r", named)
-    tests = [f"v.llm_response_id IN ({listed})"] if named else []
+    if named:
+        listed, bound = bind_list("r", named)
+        each = backends.of(conn).keyed(
+            _FORGOTTEN_FACTS, source, _FORGOTTEN_WHERE, "v.llm_response_id", listed
+        )
+        statements.append((each, dict(bound)))
     if None in responses:
-        tests.append("v.llm_response_id IS NULL")
-    sql = _FORGOTTEN_ACTIONS.format(" OR ".join(tests))
+        statements.append(
+            (
+                f"SELECT {_FORGOTTEN_FACTS} FROM {source} WHERE {_FORGOTTEN_WHERE} "
+                "AND v.llm_response_id IS NULL",
+                {},
+            )
+        )
     return [
         _Item(event_id, Role.ACTION, None, response, False)
         for part in parts
+        for sql, bound_ in statements
         for event_id, response, *_ in logged_ids.from_holders(
-            conn, _fetch(conn, sql, {**part, **bound}), seq=2, holder=3, event_id=0
+            conn, _fetch(conn, sql, {**part, **bound_}), seq=2, holder=3, event_id=0
         )
     ]
 
@@ -217,7 +235,7 @@ def _stretch(
             max(bounds["a"], scope["lo"]), min(bounds["b"], scope["hi"] + 1)
         )
         keys = {"ka": low, "kb": high}
-        left = _fetch(conn, _STRETCH_LEFT, {**scope, **bounds, **keys})
+        left = _fetch(conn, _STRETCH_LEFT[conn.dialect.name], {**scope, **bounds, **keys})
         for row in logged_ids.from_holders(conn, left, seq=0, holder=6, event_id=1):
             rows.setdefault(row[0], _item(row))
     log: list[_Item] = []
