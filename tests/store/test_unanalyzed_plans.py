@@ -77,10 +77,13 @@ def _no_autovacuum(store: EventStore) -> None:
                 {"t": table},
             ).scalars()
             for name in [table, *parts]:
-                if name != table or not conn.execute(
-                    text("SELECT relkind = 'p' FROM pg_class WHERE oid = to_regclass(:t)"),
-                    {"t": table},
-                ).scalar():
+                if (
+                    name != table
+                    or not conn.execute(
+                        text("SELECT relkind = 'p' FROM pg_class WHERE oid = to_regclass(:t)"),
+                        {"t": table},
+                    ).scalar()
+                ):
                     conn.execute(text(f"ALTER TABLE {name} SET (autovacuum_enabled = false)"))
 
 
