@@ -379,7 +379,7 @@ def test_sqlite_reads_the_current_view_off_its_partial_index(
         store.append(CID, rich_history())
         with store.engine.connect() as conn:
             plan = conn.exec_driver_sql(
-                "EXPLAIN QUERY PLAN " + reads._VIEW_ENTRIES[False][0], {"c": CID}
+                "EXPLAIN QUERY PLAN " + reads._VIEW_ENTRIES["sqlite", False][0], {"c": CID}
             ).all()
         view_step, log_step = [row[-1] for row in plan]
         assert "USING INDEX ix_view_entries_current" in view_step, plan
