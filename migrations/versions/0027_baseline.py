@@ -288,6 +288,9 @@ _NUL_SAFE = {
         "'\\u0000', '\\ufffd'), char(1), '\\\\') END"
     ),
 }
+# On PostgreSQL a condensation's log row is a lookup behind OFFSET 0, never merged into the
+# query: as a join, a store never analyzed read the conversation's whole log for each
+# condensation (docs/schema.md, "Plans that hold without statistics").
 _FORGOTTEN = {
     "sqlite": """
         SELECT DISTINCT c.conversation_id AS conversation_id, c.seq AS seq,
@@ -305,7 +308,8 @@ _FORGOTTEN = {
                NOT EXISTS (SELECT 1 FROM json_array_elements_text(CAST(c.not_in_view AS json))
                            AS n(value) WHERE n.value = j.value) AS was_in_view
         FROM condensations c
-        JOIN events e ON e.conversation_id = c.conversation_id AND e.seq = c.seq
+        CROSS JOIN LATERAL (SELECT l.payload FROM events l WHERE
+            l.conversation_id = c.conversation_id AND l.seq = c.seq OFFSET 0) e
         CROSS JOIN LATERAL (SELECT {payload} -> 'forgotten_event_ids' AS ids) f
         CROSS JOIN LATERAL json_array_elements_text(
             CASE WHEN json_typeof(f.ids) = 'array' THEN f.ids END) AS j(value)

@@ -35,12 +35,24 @@ _SQLITE_UNIQUE = (
 )
 
 
+# PostgreSQL's condensation_forgotten reads each condensation's log row through a lookup
+# behind OFFSET 0, not a join (issue 41; the baseline says why): the view's text as the
+# server prints it, before and after.
+_FORGOTTEN_LOG_ROW = (
+    "JOIN events e ON ((((e.conversation_id)::text = (c.conversation_id)::text) "
+    "AND (e.seq = c.seq))))",
+    "CROSS JOIN LATERAL ( SELECT l.payload FROM events l WHERE "
+    "(((l.conversation_id)::text = (c.conversation_id)::text) AND (l.seq = c.seq)) OFFSET 0) e)",
+)
+
+
 def _since_the_fold(recorded: str) -> Any:
     """The recording with the changes made to the baseline since it was taken."""
     for old, new in (
         ("conversation_id_event_id", "event_id_conversation_id"),
         ("(conversation_id, event_id)", "(event_id, conversation_id)"),
         (json.dumps(_SQLITE_UNIQUE[0])[1:-1], json.dumps(_SQLITE_UNIQUE[1])[1:-1]),
+        _FORGOTTEN_LOG_ROW,
     ):
         assert old in recorded, old
         recorded = recorded.replace(old, new)
