@@ -76,6 +76,8 @@ KEPT_BY_REDACTION = (
     "txid",
 )
 TRIGRAM_INDEX = "ix_conversations_id_trgm"
+LOG_IDS = "uq_events_conversation_id_event_id"  # SQLite's constraint
+LOG_IDS_INDEX = "ix_events_conversation_id_event_id"  # PostgreSQL's partial unique index
 
 
 def _fk(table: str, columns: list[str], target: str, targets: list[str]) -> sa.Constraint:
@@ -125,8 +127,9 @@ def _tables(dialect: str) -> None:
         sa.Column("position", sa.BigInteger(), nullable=False),
         sa.Column("txid", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("conversation_id", "seq", name="pk_events"),
-        sa.UniqueConstraint(
-            "event_id", "conversation_id", name="uq_events_event_id_conversation_id"
+        *(
+            [sa.UniqueConstraint("conversation_id", "event_id", name=LOG_IDS)]
+            * (dialect == "sqlite")
         ),
         _fk("events", ["conversation_id"], "conversations", ["id"]),
         # SQLite's txid is always 0: the unique position alone orders the feed.
@@ -136,6 +139,15 @@ def _tables(dialect: str) -> None:
         "ix_events_requests", "events", ["conversation_id", "seq"], "kind = 'CondensationRequest'"
     )
     if dialect == "postgresql":
+        # Partial over every row (event_id is never NULL): the planner considers it only for a
+        # statement that names an event id (viewstore/store/database/schema.py says why).
+        op.create_index(
+            LOG_IDS_INDEX,
+            "events",
+            ["conversation_id", "event_id"],
+            unique=True,
+            postgresql_where=sa.text("event_id IS NOT NULL"),
+        )
         _index("ix_events_txid_position", "events", ["txid", "position"])
     op.create_table(
         "condensations",

@@ -59,7 +59,7 @@ _LOCK_FOR_APPEND = select(
     .exists()
     .label("has_stored"),
 ).where(conversations.c.id == bindparam("conversation_id"))
-# PostgreSQL asks for each id alone: one lookup of the unique (event_id, conversation_id) index
+# PostgreSQL asks for each id alone: one lookup of the unique (conversation_id, event_id) index
 # each (a LATERAL with a LIMIT is never flattened into a join). Given the ids as one IN list, a
 # store never analyzed planned the index for its first column only and read the conversation's
 # every log row, filtering the ids (tests/store/test_unanalyzed_plans.py).

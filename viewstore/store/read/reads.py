@@ -168,7 +168,7 @@ def in_view(
     for segment in lineage.segments(conn, row):
         upto = _END if segment.upto is None else segment.upto
         part = {"h": segment.conversation_id, "lo": segment.after, "hi": upto}
-        # By the unique (event_id, conversation_id) index; the segment's bounds are applied to
+        # By the unique (conversation_id, event_id) index; the segment's bounds are applied to
         # what it finds (given to the server, they made SQLite scan the log's primary key).
         logged_ids = backends.of(conn).keyed(
             "seq, event_id", "events", "conversation_id = :h", "event_id", listed
