@@ -10,7 +10,7 @@ web-load-sqlite.json, web-load-postgresql.json, prune-sqlite.json,
 prune-postgresql.json, scale-sqlite.json, scale-postgresql.json, fork-sqlite.json,
 fork-postgresql.json, footprint-sqlite.json, footprint-postgresql.json,
 footprint-design-sqlite.json, footprint-design-postgresql.json, append-floor-sqlite.json,
-server-append.json,
+server-append.json, statistics.json, statistics-partitioned.json,
 async-sqlite.json, async-postgresql.json, partitions.json, follow-sqlite.json,
 follow-postgresql.json, openhands-sqlite.json /
 openhands-postgresql.json where the OpenHands SDK is installed, and ingest.json and
@@ -45,6 +45,7 @@ from benchmarks import (
     bench_prune,
     bench_scale,
     bench_server_append,
+    bench_statistics,
     bench_store,
     bench_view,
     bench_web,
@@ -126,6 +127,7 @@ QUICK_SERVER_APPEND = ["--blocks", "3", "--block", "5"]
 QUICK_WEB_LOAD = ["--events", "300", "--clients", "4", "--seconds", "1", "--workers", "2"]
 QUICK_ASYNC = ["--conversations", "4", "--appends", "3", "--rounds", "2", "--pool", "4"]
 QUICK_FOLLOW = ["--events", "5", "--gap", "0.05", "--blocks", "2", "--block", "5"]
+QUICK_STATISTICS = ["--events", "600", "--others", "1", "--repeat", "2"]
 QUICK_PARTITIONS = ["--blocks", "2", "--block", "5", "--conversations", "2", "--read-size", "200"]
 
 
@@ -318,6 +320,16 @@ def _postgres(postgres_url: str, quick: bool, results: Path) -> None:
                 *(QUICK_PARTITIONS if quick else []),
             ]
         )
+    print("\n== reads without statistics, PostgreSQL, plain and partitioned", flush=True)
+    for partitions, name in ((None, "statistics.json"), (4, "statistics-partitioned.json")):
+        with scratch_postgres(postgres_url) as url:
+            bench_statistics.main(
+                [
+                    *("--url", url, "--output", str(results / name)),
+                    *(("--partitions", str(partitions)) if partitions else ()),
+                    *(QUICK_STATISTICS if quick else []),
+                ]
+            )
     print("\n== ingest from agent servers, PostgreSQL", flush=True)
     _ingest(postgres_url, results, quick)
     print("\n== following the feed, PostgreSQL", flush=True)

@@ -91,6 +91,9 @@ def test_suite_runs_on_postgres(pg_server_url: str, tmp_path: Path) -> None:
     for measure in ("follow", "polling_baseline"):
         assert follow[measure]["delivered"] == follow[measure]["events"] == 5
     assert follow["append"]["append_ms_trigger_on"] > 0
+    for name, partitions in (("statistics.json", None), ("statistics-partitioned.json", 4)):
+        unanalyzed = json.loads((tmp_path / name).read_text())
+        assert unanalyzed["partitions"] == partitions and unanalyzed["ratio"]["view"] > 0
 
 
 @pytest.mark.postgres

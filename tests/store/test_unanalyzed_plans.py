@@ -37,6 +37,9 @@ _TABLES = ("conversations", "events", "view_entries", "manipulation_indices", "c
 _STATEMENTS = ("SELECT", "WITH", "INSERT", "UPDATE", "DELETE")
 #: Rows a plan may throw away beyond twice what it returns and the live view's length.
 _SLACK = 64
+#: Rows a plan may read, each table's apart, for each it returns: a view row and its log row,
+#: a key and its row.
+_READ = 3
 #: The statement that reads more than that, still through an index: an as-of read takes the
 #: view's rows that entered by its seq, among them those that left before it (docs/schema.md,
 #: "view_entries").
@@ -126,6 +129,20 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from _nodes(inner)
 
 
+_SCANS = ("Seq Scan", "Index Scan", "Index Only Scan", "Bitmap Heap Scan")
+
+
+def _read(node: dict[str, Any]) -> float:
+    """The rows a scan of a store table read: those it passed on, and those its filters
+    dropped (a page of the log read by sorting the whole tail passes on every row it read)."""
+    if (
+        node["Node Type"] not in _SCANS
+        or node.get("Relation Name", "").split("_p")[0] not in _TABLES
+    ):
+        return 0.0
+    return float(node.get("Actual Rows", 0)) * node.get("Actual Loops", 1) + _thrown_away(node)
+
+
 def _thrown_away(node: dict[str, Any]) -> float:
     removed = sum(
         node.get(name, 0)
@@ -162,6 +179,9 @@ def _check(store: EventStore, sql: str, params: Any, view: int) -> str | None:
     thrown = sum(_thrown_away(node) for node in _nodes(plan))
     if thrown > 2 * returned + view + _SLACK:
         return f"{thrown} rows thrown away for {returned}: {said}"
+    read = sum(_read(node) for node in _nodes(plan))
+    if read > _READ * returned + view + _SLACK:
+        return f"{read} rows read for {returned}: {said}"
     return None
 
 

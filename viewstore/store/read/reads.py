@@ -69,6 +69,14 @@ _VIEW_ENTRIES = {
     for name, own in _ENTRIES.items()
     for fork, entries in ((False, own), (True, _FORK_ENTRIES))
 }
+# A page of the view takes its rows first and only then their log rows: joined before the
+# LIMIT, every row before the page had its payload read too.
+_PAGE_OF = backends.spelled(
+    "SELECT COALESCE(v.event_id, e.event_id), COALESCE(v.payload, e.payload) FROM "
+    "(SELECT * FROM view_entries v WHERE v.conversation_id = :c AND {{}} LIMIT :n OFFSET :o) v "
+    "{log} ORDER BY v.order_key",
+    "e.conversation_id = :c AND e.seq = v.seq",
+)
 _INDICES = "SELECT position FROM manipulation_indices WHERE conversation_id = :c AND "
 _CURRENT_INDICES = _INDICES + "to_seq IS NULL ORDER BY position"
 _INDICES_AS_OF = _INDICES + "from_seq <= :s AND (to_seq IS NULL OR to_seq > :s) ORDER BY position"
@@ -108,6 +116,10 @@ def read_view(
     row = _LineageRow(*lineage_columns)
     fork = lineage.is_fork(row)
     current_entries, entries_as_of, _ = _VIEW_ENTRIES[conn.dialect.name, fork]
+    if limit is not None and not fork:
+        paged = _PAGE_OF[conn.dialect.name]
+        current_entries, entries_as_of = paged.format(_CURRENT), paged.format(_AS_OF)
+        page = ""
     fetch = _fork_entries if fork else _fetch
     if as_of is None:
         entries = fetch(conn, current_entries + page, params)
@@ -399,7 +411,10 @@ def _segment_events(
     if bounds[1] is not None:
         query = query.where(events.c.seq <= bounds[1])
     if limit is not None:
-        query = query.limit(limit)
+        # Seqs are dense (a log holds every seq up to its version), so the page is also a
+        # range of the primary key: bounded, a store never analyzed read every event after
+        # ``after`` and sorted them for the first ``limit`` (tests/store/test_unanalyzed_plans.py).
+        query = query.where(events.c.seq <= bounds[0] + limit).limit(limit)
     return [
         StoredEvent(
             conversation_id=conversation_id,
