@@ -17,6 +17,7 @@ docs/schema.md, "Plans that hold without statistics").
 from __future__ import annotations
 
 import argparse
+import gc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,16 @@ def _reads(store: EventStore, key: str, fork: str, ids: list[str]) -> dict[str, 
 
 
 def _best(reads: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
-    return {name: min(timed(read) for _ in range(repeat)) * 1000 for name, read in reads.items()}
+    """Milliseconds, the best of ``repeat`` rounds, each round every read once (so a pause of
+    the machine or of the collector falls on one round of each, not on one read)."""
+    gc.collect()
+    for read in reads.values():  # warm the caches alike for both rounds
+        read()
+    samples: dict[str, list[float]] = {name: [] for name in reads}
+    for _ in range(repeat):
+        for name, read in reads.items():
+            samples[name].append(timed(read) * 1000)
+    return {name: min(found) for name, found in samples.items()}
 
 
 def measure(
@@ -87,8 +97,6 @@ def measure(
         raise RuntimeError("the store was analyzed before the run: autovacuum is on")
     view_length = len(store.view("long").event_ids)
     reads = _reads(store, "long", fork, ids)
-    for read in reads.values():  # warm the caches alike for both rounds
-        read()
     without = _best(reads, repeat)
     with store.engine.begin() as conn:
         conn.execute(text("ANALYZE"))
