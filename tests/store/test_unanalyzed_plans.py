@@ -24,8 +24,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import event
 
+from benchmarks.bench_statistics import analyzed_tables, no_autovacuum
 from viewstore import EventStore
 
 from ._helpers import A, C, O, U
@@ -65,38 +66,6 @@ def _history(store: EventStore, key: str, batches: int) -> None:
             view = [view[0], *view[-40:]]
     for start in range(0, len(events), 250):
         store.append(key, events[start : start + 250])
-
-
-def _no_autovacuum(store: EventStore) -> None:
-    with store.engine.begin() as conn:
-        for table in _TABLES:
-            parts = conn.execute(
-                text(
-                    "SELECT inhrelid::regclass::text FROM pg_inherits "
-                    "WHERE inhparent = to_regclass(:t)"
-                ),
-                {"t": table},
-            ).scalars()
-            for name in [table, *parts]:
-                if (
-                    name != table
-                    or not conn.execute(
-                        text("SELECT relkind = 'p' FROM pg_class WHERE oid = to_regclass(:t)"),
-                        {"t": table},
-                    ).scalar()
-                ):
-                    conn.execute(text(f"ALTER TABLE {name} SET (autovacuum_enabled = false)"))
-
-
-def _never_analyzed(store: EventStore) -> None:
-    with store.engine.connect() as conn:
-        analyzed = conn.execute(
-            text(
-                "SELECT relname FROM pg_stat_user_tables WHERE last_analyze IS NOT NULL "
-                "OR last_autoanalyze IS NOT NULL"
-            )
-        ).scalars()
-        assert list(analyzed) == []
 
 
 @contextmanager
@@ -206,11 +175,11 @@ _OPERATIONS: dict[str, Callable[[EventStore], object]] = {
 @pytest.mark.postgres
 @pytest.mark.parametrize("db_url", ["postgres", "postgres_partitioned"], indirect=True)
 def test_statements_keep_their_index_plans_without_statistics(store: EventStore) -> None:
-    _no_autovacuum(store)
+    no_autovacuum(store)
     for n in range(6):
         _history(store, f"other{n}", 40)
     _history(store, "long", 450)  # 1,800 events and more, 17 condensations
-    _never_analyzed(store)
+    assert analyzed_tables(store) == []
     view = len(store.view("long").event_ids)
     assert view * 10 < store.version("long")
     problems: list[str] = []
@@ -222,5 +191,5 @@ def test_statements_keep_their_index_plans_without_statistics(store: EventStore)
             problem = _check(store, sql, params, view)
             if problem is not None:
                 problems.append(f"{name}: {problem}")
-    _never_analyzed(store)
+    assert analyzed_tables(store) == []
     assert not problems, "\n\n".join(problems)
