@@ -33,6 +33,7 @@ from viewstore.domain.scrub import MARK, digest
 from viewstore.store.database.schema import conversations, events, redactions, view_entries
 from viewstore.store.lifecycle.redaction import record_hash
 
+from .._json_pointers import at, json_values, put, string_pointers
 from ..ops._helpers import action, guard_off, message, observation
 
 # Blocking store only: the forgeries written through ``store.engine`` are the subject here;
@@ -314,38 +315,7 @@ def test_stripped_leaf_digests_are_named(db_url: str) -> None:
 
 # -- the scheme itself, on random JSON ------------------------------------------------------
 
-_JSON = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=8),
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4)
-    ),
-    max_leaves=20,
-)
-
-
-def _strings(value: Any, pointer: str = "") -> list[str]:
-    if isinstance(value, str):
-        return [pointer]
-    if isinstance(value, dict):
-        items = [(k.replace("~", "~0").replace("/", "~1"), v) for k, v in value.items()]
-    elif isinstance(value, list):
-        items = [(str(i), v) for i, v in enumerate(value)]
-    else:
-        return []
-    return [found for token, inner in items for found in _strings(inner, f"{pointer}/{token}")]
-
-
-def _set(value: Any, pointer: str, new: Any) -> Any:
-    tokens = [t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/")]
-    parent = value
-    for token in tokens[:-1]:
-        parent = parent[int(token) if isinstance(parent, list) else token]
-    parent[int(tokens[-1]) if isinstance(parent, list) else tokens[-1]] = new
-    return value
+_JSON = json_values(text=8, keys=4, leaves=20)
 
 
 @settings(max_examples=300, deadline=None)
@@ -360,11 +330,11 @@ def test_any_redaction_verifies_and_any_other_change_is_named(
     key = KEY.encode() if keyed else None
     original = canonical_json(body)
     stored = event_hash(GENESIS, 1, "e", original, key)
-    pointers = _strings(body)
+    pointers = string_pointers(body)
     redacted_at = chosen.draw(st.lists(st.sampled_from(pointers), unique=True)) if pointers else []
     value = json.loads(original)
     for pointer in redacted_at:
-        _set(value, pointer, MARK)
+        put(value, pointer, MARK)
     redacted = canonical_json(value)
     digests = leaves.replaced(original, redacted, key)
 
@@ -378,16 +348,13 @@ def test_any_redaction_verifies_and_any_other_change_is_named(
     assert check(redacted)
     # One more change anywhere: a string, a number, a key, a value's type.
     changed = json.loads(redacted)
-    targets = _strings(changed)
+    targets = string_pointers(changed)
     how = chosen.draw(st.sampled_from(["string", "add-key"] if targets else ["add-key"]))
     if how == "string":
         pointer = chosen.draw(st.sampled_from(targets))
-        old = json.loads(redacted)
-        for token in pointer[1:].split("/"):
-            name = token.replace("~1", "/").replace("~0", "~")
-            old = old[int(name) if isinstance(old, list) else name]
+        old = at(json.loads(redacted), pointer)
         new = chosen.draw(st.text(max_size=8).filter(lambda s: s != old) | st.integers())
-        _set(changed, pointer, new)
+        put(changed, pointer, new)
     else:
         name = chosen.draw(st.text(max_size=4).filter(lambda s: s not in changed))
         changed[name] = chosen.draw(_JSON)

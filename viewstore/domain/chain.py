@@ -101,26 +101,31 @@ def leaf_key(key: bytes | None) -> bytes | None:
     return None if key is None else hmac.digest(key, _LEAF_KEY_LABEL, "sha256")
 
 
-def leaf_digest(value: str, key: bytes | None, *, cached: bool = True) -> str:
-    """One string's leaf digest; ``key`` is a ``leaf_key``."""
-    cache = _leaf_cache.get(key) if cached else None
-    if cached and cache is None:
-        cache = _leaf_cache.setdefault(key, {})
-    if cache is not None:
-        found = cache.get(value)
-        if found is not None:
-            return found
+def _digest(value: str, key: bytes | None) -> str:
     # surrogatepass: a tampered payload may hold a lone surrogate; its digest then simply
     # does not match, where an encoding error would stop verify.
     data = value.encode("utf-8", "surrogatepass")
-    found = (
-        hashlib.sha256(data).hexdigest() if key is None else hmac.digest(key, data, "sha256").hex()
-    )
-    if cache is not None and len(value) <= _CACHED_LENGTH:
+    if key is None:
+        return hashlib.sha256(data).hexdigest()
+    return hmac.digest(key, data, "sha256").hex()
+
+
+def _kept(cache: dict[str, str], value: str, found: str) -> str:
+    """``found``, kept in ``cache`` under ``value`` if the string is short."""
+    if len(value) <= _CACHED_LENGTH:
         if len(cache) >= _CACHE_SIZE:
             cache.clear()
         cache[value] = found
     return found
+
+
+def leaf_digest(value: str, key: bytes | None) -> str:
+    """One string's leaf digest; ``key`` is a ``leaf_key``."""
+    cache = _leaf_cache.get(key)
+    if cache is None:
+        cache = _leaf_cache.setdefault(key, {})
+    found = cache.get(value)
+    return found if found is not None else _kept(cache, value, _digest(value, key))
 
 
 class Recorded(str):
@@ -152,13 +157,7 @@ def _digest_writer(key: bytes | None, records: bool) -> Callable[[Any, int], Ite
         if records and type(text) is Recorded:
             return f'"{text.digest}"'
         found = known.get(text)
-        if found is None:
-            found = f'"{leaf_digest(text, key, cached=False)}"'
-            if len(text) <= _CACHED_LENGTH:
-                if len(known) >= _CACHE_SIZE:
-                    known.clear()
-                known[text] = found
-        return found
+        return found if found is not None else _kept(known, text, f'"{_digest(text, key)}"')
 
     if _c_make_encoder is not None:
         writer: Callable[[Any, int], Iterable[str]] = _c_make_encoder(

@@ -59,15 +59,12 @@ _LOCK_FOR_APPEND = select(
     .exists()
     .label("has_stored"),
 ).where(conversations.c.id == bindparam("conversation_id"))
-# PostgreSQL asks for each id alone: one lookup of the unique (conversation_id, event_id) index
-# each (a LATERAL with a LIMIT is never flattened into a join). Given the ids as one IN list, a
-# store never analyzed planned the index for its first column only and read the conversation's
-# every log row, filtering the ids (tests/store/test_unanalyzed_plans.py).
-_LOCK_FOR_APPEND_PG = text(
-    f"SELECT {', '.join(c.name for c in conversations.c)}, EXISTS ("
-    "SELECT FROM unnest(CAST(:event_ids AS text[])) AS i(id), LATERAL ("
-    "SELECT FROM events e WHERE e.conversation_id = :conversation_id AND e.event_id = i.id "
-    "LIMIT 1) AS hit) AS has_stored "
+# PostgreSQL asks for each id alone (``keyed``: one lookup of the unique id index an id). Given
+# the ids as one IN list, a store never analyzed planned that index for its first column only
+# and read the conversation's every log row, filtering the ids
+# (tests/store/test_unanalyzed_plans.py).
+_LOCK_FOR_APPEND_PG = (
+    f"SELECT {', '.join(c.name for c in conversations.c)}, EXISTS ({{}}) AS has_stored "
     "FROM conversations WHERE id = :conversation_id FOR UPDATE OF conversations"
 )
 _STATE_COLUMNS = (
@@ -120,10 +117,19 @@ def lock_for_append(
     second query. Batches longer than one IN list are simply assumed to need the full check."""
     if not event_ids or len(event_ids) > CHUNK:
         return lock_conversation(conn, conversation_id), bool(event_ids)
-    query = _LOCK_FOR_APPEND_PG if conn.dialect.name == "postgresql" else _LOCK_FOR_APPEND
-    row = conn.execute(
-        query, {"conversation_id": conversation_id, "event_ids": list(event_ids)}
-    ).first()
+    if conn.dialect.name == "postgresql":
+        _, bound = reads.bind_list("e", list(event_ids))
+        stored = backends.of(conn).keyed(
+            "1", "events", "conversation_id = :conversation_id", "event_id", bound
+        )
+        query: Any = text(_LOCK_FOR_APPEND_PG.format(stored))
+        params: dict[str, Any] = {"conversation_id": conversation_id, **bound}
+    else:
+        query, params = (
+            _LOCK_FOR_APPEND,
+            {"conversation_id": conversation_id, "event_ids": list(event_ids)},
+        )
+    row = conn.execute(query, params).first()
     return row, bool(row is not None and row.has_stored)
 
 

@@ -3,6 +3,7 @@ the store asks which database it talks to before building a statement that diffe
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -28,7 +29,9 @@ class Backend(Protocol):
 
     def log_rows(self, on: ColumnElement[bool]) -> tuple[FromClause, ColumnElement[bool]]: ...
 
-    def keyed(self, columns: str, source: str, where: str, column: str, listed: str) -> str: ...
+    def keyed(
+        self, columns: str, source: str, where: str, column: str, keys: Iterable[str]
+    ) -> str: ...
 
 
 _BY_NAME: dict[str, Backend] = {postgresql.NAME: postgresql, sqlite.NAME: sqlite}

@@ -7,6 +7,7 @@ between the two is written here, once, rather than as a branch where it is used.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -74,11 +75,11 @@ def log_rows(on: ColumnElement[bool]) -> tuple[FromClause, ColumnElement[bool]]:
     return select(events).where(on).offset(0).lateral("e"), true()
 
 
-def keyed(columns: str, source: str, where: str, column: str, listed: str) -> str:
-    """``SELECT columns FROM source WHERE where AND column IN (listed)``, as one lookup a key
-    (``listed``: placeholders)."""
-    keys = ", ".join(f"({key})" for key in listed.split(", "))
+def keyed(columns: str, source: str, where: str, column: str, keys: Iterable[str]) -> str:
+    """``SELECT columns FROM source WHERE where AND column IN (...)``, the keys bound to the
+    parameters named ``keys``, as one lookup a key."""
+    listed = ", ".join(f"(:{key})" for key in keys)
     return (
-        f"SELECT x.* FROM (VALUES {keys}) AS k(key) CROSS JOIN LATERAL "
+        f"SELECT x.* FROM (VALUES {listed}) AS k(key) CROSS JOIN LATERAL "
         f"(SELECT {columns} FROM {source} WHERE {where} AND {column} = k.key OFFSET 0) AS x"
     )

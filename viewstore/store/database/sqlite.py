@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,7 +50,8 @@ def log_rows(on: ColumnElement[bool]) -> tuple[FromClause, ColumnElement[bool]]:
     return events, on
 
 
-def keyed(columns: str, source: str, where: str, column: str, listed: str) -> str:
-    """``SELECT columns FROM source WHERE where AND column IN (listed)`` (``listed``:
-    placeholders)."""
+def keyed(columns: str, source: str, where: str, column: str, keys: Iterable[str]) -> str:
+    """``SELECT columns FROM source WHERE where AND column IN (...)``, the keys bound to the
+    parameters named ``keys``."""
+    listed = ", ".join(f":{key}" for key in keys)
     return f"SELECT {columns} FROM {source} WHERE {where} AND {column} IN ({listed})"

@@ -45,10 +45,10 @@ _CONVERSATION = (
 # Only the id and the payload: every field of the Event is in its payload. An event's id is
 # its log row's too; a summary's row holds its own id and payload, and the outer join finds no
 # log row for it.
+_ENTRY = "SELECT COALESCE(v.event_id, e.event_id), COALESCE(v.payload, e.payload) FROM"
+_OWN_ROW = "e.conversation_id = :c AND e.seq = v.seq"
 _ENTRIES = backends.spelled(
-    "SELECT COALESCE(v.event_id, e.event_id), COALESCE(v.payload, e.payload) FROM view_entries v "
-    "{log} WHERE v.conversation_id = :c AND ",
-    "e.conversation_id = :c AND e.seq = v.seq",
+    f"{_ENTRY} view_entries v {{log}} WHERE v.conversation_id = :c AND ", _OWN_ROW
 )
 # A fork's copied rows name the conversation whose log holds their event (``holder``): read
 # apart, then each holder's payloads by their seqs, so every statement still names a single
@@ -71,11 +71,14 @@ _VIEW_ENTRIES = {
 }
 # A page of the view takes its rows first and only then their log rows: joined before the
 # LIMIT, every row before the page had its payload read too.
-_PAGE_OF = backends.spelled(
-    "SELECT COALESCE(v.event_id, e.event_id), COALESCE(v.payload, e.payload) FROM "
-    "(SELECT * FROM view_entries v WHERE v.conversation_id = :c AND {{}} LIMIT :n OFFSET :o) v "
-    "{log} ORDER BY v.order_key",
-    "e.conversation_id = :c AND e.seq = v.seq",
+#: (current, as of a seq), by backend.
+_PAGES = tuple(
+    backends.spelled(
+        f"{_ENTRY} (SELECT * FROM view_entries v WHERE v.conversation_id = :c AND {rows} "
+        "LIMIT :n OFFSET :o) v {log} ORDER BY v.order_key",
+        _OWN_ROW,
+    )
+    for rows in (_CURRENT, _AS_OF)
 )
 _INDICES = "SELECT position FROM manipulation_indices WHERE conversation_id = :c AND "
 _CURRENT_INDICES = _INDICES + "to_seq IS NULL ORDER BY position"
@@ -117,8 +120,7 @@ def read_view(
     fork = lineage.is_fork(row)
     current_entries, entries_as_of, _ = _VIEW_ENTRIES[conn.dialect.name, fork]
     if limit is not None and not fork:
-        paged = _PAGE_OF[conn.dialect.name]
-        current_entries, entries_as_of = paged.format(_CURRENT), paged.format(_AS_OF)
+        current_entries, entries_as_of = (paged[conn.dialect.name] for paged in _PAGES)
         page = ""
     fetch = _fork_entries if fork else _fetch
     if as_of is None:
@@ -158,7 +160,7 @@ def in_view(
     (``viewstore.domain.order_key``; its row names it by seq only)."""
     if not event_ids:
         return set()
-    listed, bound = bind_list("e", event_ids)
+    _, bound = bind_list("e", event_ids)
     if as_of is not None:
         conversation_id = _rows_holding(conn, conversation_id, as_of)
     row = lineage_row(conn, conversation_id)
@@ -177,23 +179,23 @@ def in_view(
         summaries = _HELD_SUMMARIES.format(listed_summaries, alive)
         found.update(str(i) for (i,) in _fetch(conn, summaries, {**params, **bound_summaries}))
     named: dict[int, str] = {}
+    # By the unique (conversation_id, event_id) index; the segment's bounds are applied to what
+    # it finds (given to the server, they made SQLite scan the log's primary key instead).
+    logged_ids = backends.of(conn).keyed(
+        "seq, event_id", "events", "conversation_id = :h", "event_id", bound
+    )
     for segment in lineage.segments(conn, row):
         upto = _END if segment.upto is None else segment.upto
         part = {"h": segment.conversation_id, "lo": segment.after, "hi": upto}
-        # By the unique (conversation_id, event_id) index; the segment's bounds are applied to
-        # what it finds (given to the server, they made SQLite scan the log's primary key).
-        logged_ids = backends.of(conn).keyed(
-            "seq, event_id", "events", "conversation_id = :h", "event_id", listed
-        )
         for seq, event_id in _fetch(conn, logged_ids, {**part, **bound}):
             if part["lo"] < seq <= part["hi"]:
                 named[int(seq)] = str(event_id)
     seqs = sorted(named)
     for start in range(0, len(seqs), _IN_LIST):
-        keys, bound_keys = bind_list("k", [seq_key(seq) for seq in seqs[start : start + _IN_LIST]])
+        _, bound_keys = bind_list("k", [seq_key(seq) for seq in seqs[start : start + _IN_LIST]])
         held_events = backends.of(conn).keyed(
             "seq", "view_entries", f"conversation_id = :c AND NOT is_summary AND {alive}",
-            "order_key", keys,
+            "order_key", bound_keys,
         )  # fmt: skip
         held = _fetch(conn, held_events, {**params, **bound_keys})
         found.update(named[int(seq)] for (seq,) in held)
@@ -268,9 +270,9 @@ def logged_by_seq(
     logged: dict[tuple[str, int], tuple[Any, ...]] = {}
     for holder, seqs in wanted.items():
         for start in range(0, len(seqs), _IN_LIST):
-            listed, bound = bind_list("q", seqs[start : start + _IN_LIST])
+            _, bound = bind_list("q", seqs[start : start + _IN_LIST])
             sql = backends.of(conn).keyed(
-                f"seq, {columns}", "events", "conversation_id = :h", "seq", listed
+                f"seq, {columns}", "events", "conversation_id = :h", "seq", bound
             )
             for seq, *values in _fetch(conn, sql, {"h": holder, **bound}):
                 logged[holder, seq] = tuple(values)

@@ -177,9 +177,9 @@ def _forgotten_actions(
     statements: list[tuple[str, dict[str, Any]]] = []
     named = sorted(r for r in responses if r is not None)
     if named:
-        listed, bound = bind_list("r", named)
+        _, bound = bind_list("r", named)
         each = backends.of(conn).keyed(
-            _FORGOTTEN_FACTS, source, _FORGOTTEN_WHERE, "v.llm_response_id", listed
+            _FORGOTTEN_FACTS, source, _FORGOTTEN_WHERE, "v.llm_response_id", bound
         )
         statements.append((each, dict(bound)))
     if None in responses:
