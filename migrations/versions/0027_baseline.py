@@ -52,6 +52,7 @@ TABLES = (
     "server_conversations",
     "tombstones",
     "redactions",
+    "catalogue_sizes",
 )
 VIEWS = ("condensation_forgotten", "condensation_log", "attention_window", "view_history")
 
@@ -110,8 +111,25 @@ def _tables(dialect: str) -> None:
         sa.PrimaryKeyConstraint("id", name="pk_conversations"),
     )
     _index("ix_conversations_forked_from", "conversations", ["forked_from"])
-    for column in ("created_at", "updated_at", "version", "view_length"):
+    for column in ("created_at", "updated_at"):
         _index(f"ix_conversations_{column}_id", "conversations", [column, "id"])
+    # The orders by size, out of the append's way (issue 41; docs/schema.md).
+    op.create_table(
+        "catalogue_sizes",
+        sa.Column("conversation_id", CONVERSATION_ID, nullable=False),
+        sa.Column("updated_at", AT, nullable=True),
+        sa.Column("version", sa.BigInteger(), nullable=False),
+        sa.Column("view_length", sa.Integer(), nullable=False),
+        sa.PrimaryKeyConstraint("conversation_id", name="pk_catalogue_sizes"),
+        _fk("catalogue_sizes", ["conversation_id"], "conversations", ["id"]),
+    )
+    _index("ix_catalogue_sizes_updated_at", "catalogue_sizes", ["updated_at"])
+    for column in ("version", "view_length"):
+        _index(
+            f"ix_catalogue_sizes_{column}_conversation_id",
+            "catalogue_sizes",
+            [column, "conversation_id"],
+        )
     op.create_table(
         "events",
         sa.Column("conversation_id", CONVERSATION_ID, nullable=False),
@@ -698,6 +716,7 @@ _WRITER = {
     "base_states": "SELECT, INSERT, UPDATE",
     "conversation_sources": "SELECT, INSERT, UPDATE",
     "server_conversations": "SELECT, INSERT, UPDATE, DELETE",
+    "catalogue_sizes": "SELECT, INSERT, UPDATE",
     "tombstones, redactions, viewstore_alembic_version": "SELECT",
     ", ".join(VIEWS): "SELECT",
 }

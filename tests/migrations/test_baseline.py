@@ -12,6 +12,7 @@ release), each applied to the recording by ``_since_the_fold`` and named there.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,18 +50,45 @@ _LOG_IDS = (
 _LOG_IDS_CONSTRAINT = "UNIQUE (conversation_id, event_id)"
 
 
+# The orders by version and view length are catalogue_sizes' (issue 41,
+# viewstore/store/read/sizes.py): the conversations' two order indexes go (a partition's
+# copies named by PostgreSQL), and the new table is compared with the models, not with the
+# recording (tests/migrations/test_migrations.py), so its parts are taken out of the store
+# the baseline builds.
+_SIZE_INDEXES = re.compile(r"(ix_)?conversations(_p\d+)?_(version|view_length)_id(_idx)?\b")
+_SIZES = "catalogue_sizes"
+
+
+def _dropped(part: Any, pattern: re.Pattern[str]) -> Any:
+    """``part`` without the entries (list items, keys) whose text ``pattern`` finds."""
+    if isinstance(part, list):
+        return [x for x in part if not pattern.search(json.dumps(x))]
+    if isinstance(part, dict):
+        return {
+            key: _dropped(value, pattern) for key, value in part.items() if not pattern.search(key)
+        }
+    return part
+
+
 def _since_the_fold(recorded: str) -> Any:
     """The recording with the changes made to the baseline since it was taken."""
     for old, new in (_FORGOTTEN_LOG_ROW, *_LOG_IDS):
         assert old in recorded, old
         recorded = recorded.replace(old, new)
-    layouts = json.loads(recorded)
+    assert _SIZE_INDEXES.search(recorded)
+    layouts = _dropped(json.loads(recorded), _SIZE_INDEXES)
     for name, layout in layouts.items():
         if name != "sqlite":
             kept = [c for c in layout["constraints"] if c[-1] != _LOG_IDS_CONSTRAINT]
             assert len(kept) < len(layout["constraints"])
             layout["constraints"] = kept
     return layouts
+
+
+def _without_sizes(found: Any) -> Any:
+    """A snapshot without the parts of ``catalogue_sizes``, which it must hold."""
+    assert _SIZES in json.dumps(found)
+    return _dropped(found, re.compile(_SIZES))
 
 
 FOLDED = _since_the_fold(_RECORDED)
@@ -124,7 +152,7 @@ def test_the_baseline_builds_what_the_folded_revisions_built(
 ) -> None:
     layout, store = built
     with store.engine.connect() as conn:
-        found = _normal(snapshot(conn, store.schema))
+        found = _without_sizes(_normal(snapshot(conn, store.schema)))
     assert _differences(found, FOLDED[layout]) == []
 
 
@@ -136,5 +164,5 @@ def test_the_comparison_sees_a_missing_guard(built: tuple[str, EventStore]) -> N
     with store.engine.begin() as conn:
         conn.execute(text(f"DROP TRIGGER {trigger}"))
     with store.engine.connect() as conn:
-        found = _normal(snapshot(conn, store.schema))
+        found = _without_sizes(_normal(snapshot(conn, store.schema)))
     assert any(line.startswith("trigger") for line in _differences(found, FOLDED[layout]))

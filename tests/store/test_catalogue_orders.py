@@ -18,6 +18,7 @@ from sqlalchemy import event, text
 from viewstore import ConversationPage, EventStore, InvalidArgumentError
 from viewstore.store.cursors import ORDERS
 from viewstore.store.lifecycle.erasure import prefer_indexes
+from viewstore.store.read.sizes import SIZE_ORDERS
 
 from ..store._helpers import M, S, U
 
@@ -81,17 +82,34 @@ def _sorts(plan: list[str]) -> list[str]:
 def _catalogue_plan(store: EventStore, **options: Any) -> list[str]:
     with _statements(store) as found:
         store.conversations(**options)
-    sql, params = next((s, p) for s, p in found if "FROM conversations" in s)
+    # The page's statement: a size order's is the one that reads the size copies' index.
+    sql, params = next(
+        (s, p)
+        for s, p in found
+        if "FROM conversations" in s
+        and (options.get("order_by") not in SIZE_ORDERS or "UNION ALL" in s)
+    )
     return _plan(store, sql, params)
 
 
 @pytest.mark.parametrize(("order", "descending"), WAYS)
 def test_every_order_is_read_from_an_index(store: EventStore, order: str, descending: bool) -> None:
+    """The indexed orders read their index and sort nothing. A size order reads the copies'
+    index for the conversations that have not changed and the updated_at index for those that
+    have (viewstore/store/read/sizes.py), and sorts only their merge: the page's rows and the
+    changed ones, whatever the catalogue's size."""
     _fill(store, 40)
     first = store.conversations(order_by=order, descending=descending, limit=5)
     cursor = first[-1].cursor(order, descending)
     for after in (None, cursor):
         plan = _catalogue_plan(store, order_by=order, descending=descending, limit=5, after=after)
+        if order in SIZE_ORDERS:
+            index = rf"catalogue_sizes_(p\d+_)?{order}_conversation_id"
+            assert any(re.search(index, step) for step in plan), plan
+            # the changed conversations: a range of updated_at, each copy looked up by its key
+            assert any("updated_at" in step and "INDEX" in step.upper() for step in plan), plan
+            assert not [s for s in plan if re.search(r"^SCAN (conversations|copy)\b|Seq Scan", s)]
+            continue
         assert _sorts(plan) == [], plan
         # the primary key (its partitions': conversations_pN_pkey), or the order's index
         names = ("pk_conversations", "_pkey", "autoindex") if order == "id" else (f"_{order}_id",)
@@ -305,10 +323,13 @@ def test_a_cursor_of_a_conversation_erased_since_still_pages(store: EventStore) 
 def test_the_indexes_are_in_the_schema(store: EventStore) -> None:
     with store.engine.connect() as conn:
         if conn.dialect.name == "sqlite":
-            query = (
-                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'conversations'"
-            )
+            query = "SELECT name FROM sqlite_master WHERE type = 'index'"
         else:
-            query = "SELECT indexname FROM pg_indexes WHERE tablename = 'conversations'"
+            query = "SELECT indexname FROM pg_indexes"
         names = set(conn.execute(text(query)).scalars())
-    assert names >= {f"ix_conversations_{order}_id" for order in ORDERS if order != "id"}
+    assert names >= {
+        *(f"ix_conversations_{order}_id" for order in ("created_at", "updated_at")),
+        *(f"ix_catalogue_sizes_{order}_conversation_id" for order in SIZE_ORDERS),
+    }
+    # An append moves its conversation in no index of the sizes (issue 41).
+    assert not {f"ix_conversations_{order}_id" for order in SIZE_ORDERS} & names

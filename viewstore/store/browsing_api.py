@@ -8,7 +8,7 @@ from datetime import datetime
 
 from viewstore.store.cursors import EXACT_COUNT_LIMIT, Order
 from viewstore.store.inputs import conversation_key
-from viewstore.store.read import overview, reads, stats
+from viewstore.store.read import overview, reads, sizes, stats
 from viewstore.store.read.catalogue import (
     CatalogueCount,
     check_options,
@@ -27,6 +27,10 @@ from viewstore.store.store_core import ConversationId, StoreCore
 
 
 class Browsing(StoreCore):
+    #: Whether this store's connections may write the catalogue's size copies (None: not
+    #: asked yet; the answer is the server's, the same for every connection of the engine).
+    _sizes_writable: bool | None = None
+
     def stats(self, *, fast: bool = False) -> StoreStats:
         """Store-wide counts in one snapshot: conversations, events, condensations, live view
         sizes and events per kind. The full form reads every row (its cost grows with the
@@ -74,6 +78,8 @@ class Browsing(StoreCore):
             descending=descending,
             after=after,
         )
+        if order_by in sizes.SIZE_ORDERS:
+            self._catch_up_sizes()
         with self._read() as conn:
             return read_catalogue(
                 conn,
@@ -86,6 +92,38 @@ class Browsing(StoreCore):
                 min_view_length=min_view_length,
                 after=cursor,
             )
+
+    def _catch_up_sizes(self) -> None:
+        """Refresh the size copies first when many have changed and this store may write
+        them (viewstore/store/read/sizes.py): the page is exact either way; this keeps its
+        merge short."""
+        if self._sizes_writable is False:
+            return
+        with self._read() as conn:
+            if self._sizes_writable is None:
+                self._sizes_writable = sizes.may_refresh(conn)
+            lagging = self._sizes_writable and sizes.behind(conn)
+        if lagging:
+            self.refresh_catalogue_sizes()
+
+    def refresh_catalogue_sizes(self, *, full: bool = False) -> int:
+        """Bring the catalogue's copies of each conversation's version and view length up to
+        date (the orders ``version`` and ``view_length`` read them; docs/schema.md): how
+        many were refreshed, in transactions of ``sizes.REFRESH_BATCH``. Listing in those
+        orders does it itself on a store that may write, once more than
+        ``sizes.REFRESH_AT`` conversations have changed; a read-only store's lists stay
+        exact but read every change since the last refresh, so a process that writes calls
+        this now and then (``viewstore catalogue refresh``). ``full``: look at every
+        conversation, not only those appended to since the last refresh (see
+        ``sizes.MARGIN`` for the one append that needs it)."""
+        total = 0
+        after: sizes.Place | None = None
+        while True:
+            with self._write() as conn:
+                done, after = sizes.refresh(conn, full=full, after=after)
+            total += done
+            if (full and after is None) or (not full and done < sizes.REFRESH_BATCH):
+                return total
 
     def conversation_page(
         self,

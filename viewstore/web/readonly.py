@@ -41,6 +41,7 @@ def read_only_store(url: str, schema: str | None = None) -> EventStore:
 #: (``viewstore_reader_<database>``) may select them, and nothing else.
 VIEWER_TABLES = (
     "conversations",
+    "catalogue_sizes",
     "events",
     "view_entries",
     "manipulation_indices",

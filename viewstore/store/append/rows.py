@@ -35,7 +35,7 @@ from viewstore.store.database.schema import (
     manipulation_indices,
     view_entries,
 )
-from viewstore.store.read import lineage, logged_ids, reads
+from viewstore.store.read import lineage, logged_ids, reads, sizes
 
 if TYPE_CHECKING:
     from viewstore.domain.events import Event
@@ -137,7 +137,11 @@ def create_conversation(conn: Connection, conversation_id: str, now: datetime) -
     """Insert an empty conversation row (a concurrent creator may win; we then lock theirs)."""
     values = state_values(ProjectionState(), last_hash="0" * 64)
     values.update(id=conversation_id, created_at=now, updated_at=now)
-    conn.execute(backends.of(conn).insert(conversations).values(values).on_conflict_do_nothing())
+    inserted = conn.execute(
+        backends.of(conn).insert(conversations).values(values).on_conflict_do_nothing()
+    )
+    if inserted.rowcount:
+        sizes.created(conn, conversation_id, 0, 0)
     row = lock_conversation(conn, conversation_id)
     assert row is not None  # just inserted, or inserted by the transaction we waited for
     return row

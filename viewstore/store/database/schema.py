@@ -93,14 +93,30 @@ conversations = Table(
     Column("family_id", CONVERSATION_ID, nullable=True),
     PrimaryKeyConstraint("id"),
     Index(None, "forked_from"),
-    # The catalogue's orders (viewstore.store.read.catalogue), each with id as its tie-breaker so
-    # the order is total and a keyset page starts right after its cursor; read backwards for
-    # a descending order. updated_at also serves updated_since and the inactive scan, and
-    # view_length min_view_length (docs/schema.md).
-    *(
-        Index(None, column, "id")
-        for column in ("created_at", "updated_at", "version", "view_length")
-    ),
+    # The catalogue's orders kept by every append (viewstore.store.read.catalogue), each with id
+    # as its tie-breaker so the order is total and a keyset page starts right after its cursor;
+    # read backwards for a descending order. updated_at also serves updated_since, the inactive
+    # scan and the sizes' refresh. The orders by version and view length, which an append
+    # would move on every event, are catalogue_sizes' (docs/schema.md).
+    *(Index(None, column, "id") for column in ("created_at", "updated_at")),
+)
+
+# The catalogue's orders by size (version, view_length), out of the append's way: a copy of
+# each conversation's two figures that the catalogue's readers bring up to date from the
+# updated_at index before they read them (viewstore.store.read.sizes), so an append writes no
+# index of either. A row is inserted with its conversation, with updated_at NULL (never
+# refreshed); updated_at is the conversation's as of the refresh that copied the figures.
+catalogue_sizes = Table(
+    "catalogue_sizes",
+    metadata,
+    Column("conversation_id", CONVERSATION_ID, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=True),
+    Column("version", BigInteger, nullable=False),
+    Column("view_length", Integer, nullable=False),
+    PrimaryKeyConstraint("conversation_id"),
+    ForeignKeyConstraint(["conversation_id"], ["conversations.id"]),
+    Index(None, "updated_at"),
+    *(Index(None, column, "conversation_id") for column in ("version", "view_length")),
 )
 
 events = Table(

@@ -35,6 +35,7 @@ TABLES = {
     "server_conversations": "conversation_id",
     "tombstones": "conversation_id",
     "redactions": "conversation_id",
+    "catalogue_sizes": "conversation_id",
 }
 #: The append-only tables and the function their guards call.
 APPEND_ONLY = {

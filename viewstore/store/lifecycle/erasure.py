@@ -20,6 +20,7 @@ from viewstore.domain.errors import (
 from viewstore.store.append.locking import lock_conversation
 from viewstore.store.database.schema import (
     base_states,
+    catalogue_sizes,
     condensations,
     conversation_sources,
     conversations,
@@ -43,6 +44,7 @@ _ROWS_OF = (
     (server_conversations, server_conversations.c.conversation_id),
     (redactions, redactions.c.conversation_id),
     (events, events.c.conversation_id),
+    (catalogue_sizes, catalogue_sizes.c.conversation_id),
     (conversations, conversations.c.id),
 )
 

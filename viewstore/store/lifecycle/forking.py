@@ -36,7 +36,7 @@ from viewstore.store.database.schema import (
     view_entries,
 )
 from viewstore.store.lifecycle import erasure
-from viewstore.store.read import reads
+from viewstore.store.read import reads, sizes
 
 
 def fork(conn: Connection, source: str, at_seq: int, new_id: str, now: datetime) -> None:
@@ -94,6 +94,7 @@ def fork(conn: Connection, source: str, at_seq: int, new_id: str, now: datetime)
         family_id=family,
     )
     conn.execute(insert(conversations).values(values))
+    sizes.created(conn, new_id, state.version, state.tracker.length)
     for table, lifetime in (
         (view_entries, ("entered_seq", "left_seq")),
         (manipulation_indices, ("from_seq", "to_seq")),

@@ -36,6 +36,7 @@ from sqlalchemy import (
     select,
     text,
     tuple_,
+    union_all,
 )
 
 from viewstore.domain.errors import InvalidArgumentError
@@ -47,7 +48,13 @@ from viewstore.store.cursors import (
     check_order,
     parse_cursor,
 )
-from viewstore.store.database.schema import conversation_sources, conversations, events
+from viewstore.store.database.schema import (
+    catalogue_sizes,
+    conversation_sources,
+    conversations,
+    events,
+)
+from viewstore.store.read import sizes
 from viewstore.store.read.lineage import MAX_DEPTH
 from viewstore.store.read.reads import aware, comparable
 from viewstore.store.records import ConversationInfo
@@ -228,6 +235,80 @@ def sqlite_rows(conn: Connection, table: Table, exact_up_to: int) -> CatalogueCo
     return CatalogueCount(count=max(seen, int(top or 0)), exact=False)
 
 
+@dataclass(frozen=True)
+class _Filters:
+    search: str
+    updated_since: datetime | None
+    min_view_length: int | None
+
+    def on(self, conn: Connection, query: Any, copy: Any) -> Any:
+        """``_filtered``, but ``min_view_length`` on ``copy``'s view length (a range of its
+        index when that is the order)."""
+        query = _filtered(conn, query, self.search, self.updated_since, None)
+        if self.min_view_length is not None:
+            query = query.where(copy.c.view_length >= self.min_view_length)
+        return query
+
+
+def _past(conn: Connection, column: Any, key: Any, after: Cursor | None, descending: bool) -> Any:
+    """The rows strictly after the cursor in the order by ``column`` (None: by id alone) and
+    then ``key``: a row-value comparison, which both backends read as one range of the
+    order's index."""
+    if after is None:
+        return None
+    if column is None:
+        return key < after.id if descending else key > after.id
+    value = after.value
+    if isinstance(value, datetime):
+        value = comparable(conn, value)
+    position, past = tuple_(column, key), (value, after.id)
+    return position < past if descending else position > past
+
+
+def _size_page(
+    conn: Connection,
+    order_by: str,
+    filters: _Filters,
+    *,
+    descending: bool,
+    rows_wanted: int | None,
+    after: Cursor | None,
+) -> Any:
+    """The ids of a page in a size order, with the value each is ordered by: the copies in
+    ``catalogue_sizes`` of the conversations that have not changed since (a range of the
+    order's index there), and the present figures of those that have (a range of
+    ``updated_at``), merged (viewstore/store/read/sizes.py)."""
+    c, s = conversations, catalogue_sizes
+    start = sizes.since(conn)
+    kept = (
+        select(s.c.conversation_id.label("id"), s.c[order_by].label("value"))
+        .select_from(s.join(c, c.c.id == s.c.conversation_id))
+        .where(sizes.unchanged(start))
+    )
+    kept = filters.on(conn, kept, s)
+    moved = select(c.c.id.label("id"), c.c[order_by].label("value")).where(sizes.changed(start))
+    moved = filters.on(conn, moved, c)
+    if after is not None:
+        kept = kept.where(_past(conn, s.c[order_by], s.c.conversation_id, after, descending))
+        moved = moved.where(_past(conn, c.c[order_by], c.c.id, after, descending))
+    if descending:
+        kept = kept.order_by(s.c[order_by].desc(), s.c.conversation_id.desc())
+    else:
+        kept = kept.order_by(s.c[order_by], s.c.conversation_id)
+    if rows_wanted is not None:
+        kept = kept.limit(rows_wanted)
+    first = kept.subquery()
+    merged = union_all(select(first.c.id, first.c.value), moved).subquery("merged")
+    # The page's ids alone, sorted and cut, before any other table is joined: the joins are
+    # then a primary-key lookup per listed row, whatever the planner thinks the merge holds.
+    page = select(merged.c.id, merged.c.value)
+    if descending:
+        page = page.order_by(merged.c.value.desc(), merged.c.id.desc())
+    else:
+        page = page.order_by(merged.c.value, merged.c.id)
+    return page.limit(rows_wanted).subquery("page")
+
+
 def read_catalogue(
     conn: Connection,
     *,
@@ -259,26 +340,36 @@ def read_catalogue(
     )
     # Both joins are primary-key lookups per listed row: the page is still read from the
     # order's index alone.
-    query = query.outerjoin(
-        events, and_(events.c.conversation_id == c.c.id, events.c.seq == c.c.version)
-    ).outerjoin(conversation_sources, info.conversation_id == c.c.id)
-    query = _filtered(conn, query, search, updated_since, min_view_length)
-    column = c.c[order_by]
-    if after is not None:
-        # A row-value comparison: both backends read it as one range of the order's index.
-        if order_by == "id":
-            query = query.where(c.c.id < after.id if descending else c.c.id > after.id)
-        else:
-            value = after.value
-            if isinstance(value, datetime):
-                value = comparable(conn, value)
-            position = tuple_(column, c.c.id)
-            past = (value, after.id)
-            query = query.where(position < past if descending else position > past)
-    if descending:
-        query = query.order_by(column.desc(), c.c.id.desc())
+    if order_by in sizes.SIZE_ORDERS:
+        wanted = None if limit is None else offset + limit
+        page = _size_page(
+            conn,
+            order_by,
+            _Filters(search, updated_since, min_view_length),
+            descending=descending,
+            rows_wanted=wanted,
+            after=after,
+        )
+        source: Any = page.join(c, c.c.id == page.c.id)
+        column, key = page.c.value, page.c.id
     else:
-        query = query.order_by(column, c.c.id)
+        source = c
+        column, key = c.c[order_by], c.c.id
+        query = _filtered(conn, query, search, updated_since, min_view_length)
+        if after is not None:
+            by = None if order_by == "id" else column
+            query = query.where(_past(conn, by, key, after, descending))
+    query = query.select_from(
+        source.outerjoin(
+            events, and_(events.c.conversation_id == c.c.id, events.c.seq == c.c.version)
+        ).outerjoin(conversation_sources, info.conversation_id == c.c.id)
+    )
+    if order_by == "id":
+        query = query.order_by(key.desc() if descending else key)
+    elif descending:
+        query = query.order_by(column.desc(), key.desc())
+    else:
+        query = query.order_by(column, key)
     if limit is not None:
         query = query.limit(limit)
     if offset:
