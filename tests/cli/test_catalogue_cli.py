@@ -402,3 +402,20 @@ def test_the_import_table_shows_ids_whole_in_100_columns(
     row = next(line for line in done.stdout.splitlines() if OPENHANDS_HEX in line)
     assert row.split()[:2] == [OPENHANDS_HEX, "15"]
     assert max(len(line.rstrip()) for line in done.stdout.splitlines()) <= 100
+
+
+def test_refresh_sizes_says_how_many_and_lists_stay_exact(db_url: str) -> None:
+    _store(db_url)
+    done = run("refresh", url=db_url)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == "refreshed the sizes of 2 conversation(s)\n"
+    again = run("refresh", "--full", "--json", url=db_url)
+    assert (again.returncode, json.loads(again.stdout)) == (0, {"refreshed": 0})
+    with EventStore(db_url) as store:
+        store.append(
+            "short",
+            [{"kind": "MessageEvent", "id": f"m{i}", "source": "user"} for i in range(2, 40)],
+        )
+    listed = json.loads(run("list", "--order", "version", "--desc", "--json", url=db_url).stdout)
+    assert [r["id"] for r in listed] == ["short", LONG]
+    assert json.loads(run("refresh", "--json", url=db_url).stdout) == {"refreshed": 1}

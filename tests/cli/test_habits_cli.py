@@ -197,6 +197,7 @@ NEEDS_A_STORE: dict[str, list[str]] = {
     "prune": ["--inactive-for", "1d", "--dry-run"],
     "rebuild": [],
     "redact": ["c", "e1", "--reason", "r"],
+    "refresh": [],
     "serve": ["--port", "0"],
     "stats": [],
     "sync": ["http://127.0.0.1:9"],

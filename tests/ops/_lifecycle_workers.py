@@ -28,6 +28,7 @@ from viewstore import (
     StoredView,
     append_with_retry,
 )
+from viewstore.store.read.sizes import SIZE_ORDERS
 
 #: Errors another worker's operation can cause legitimately; anything else fails the test.
 EXPECTED = (ConversationErasedError, ConversationHasForksError, ConversationNotFoundError)
@@ -123,7 +124,14 @@ class _Worker:
         self.forks: list[tuple[str, str, int]] = []
         self.redacted: list[tuple[str, str]] = []
         self.erased: list[str] = []
-        self.counts = {"append": 0, "fork": 0, "redact": 0, "erase": 0, "refused": 0}
+        self.counts = {
+            "append": 0,
+            "fork": 0,
+            "redact": 0,
+            "erase": 0,
+            "sizes": 0,
+            "refused": 0,
+        }
         self.conflicts = 0
 
     def append(self, conv: str, step: int) -> None:
@@ -197,14 +205,24 @@ class _Worker:
         roots = [row for row in rows if row.id.startswith("root")]
         row = self.rng.choice(roots if roots and self.rng.random() < 0.5 else rows)
         choice = self.rng.random()
-        if choice < 0.45:
+        if choice < 0.42:
             self.append(row.id, step)
-        elif choice < 0.75:
+        elif choice < 0.70:
             self.fork(row, step)
-        elif choice < 0.93:
+        elif choice < 0.87:
             self.redact(row.id)
-        else:
+        elif choice < 0.93:
             self.erase(rows)
+        else:
+            self.sizes()
+
+    def sizes(self) -> None:
+        """The catalogue's size copies refreshed (all of them, or what changed) and read in
+        a size order, racing the appends, forks and erasures that change what they copy."""
+        self.store.refresh_catalogue_sizes(full=self.rng.random() < 0.3)
+        order = self.rng.choice(SIZE_ORDERS)
+        self.store.conversations(order_by=order, descending=self.rng.random() < 0.5, limit=5)
+        self.counts["sizes"] += 1
 
 
 def lifecycle_worker(url: str, worker: int, steps: int, seed: int) -> dict[str, Any]:

@@ -31,6 +31,7 @@ TABLES = [
     "view_entries",
     "manipulation_indices",
     "events",
+    "catalogue_sizes",
 ]
 
 

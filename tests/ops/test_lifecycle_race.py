@@ -1,9 +1,11 @@
 """The lifecycle raced from several processes: appends, forks (of forks, at heads, inside
-shared prefixes, at an ancestor's head), redactions and erasures over shared fork families.
+shared prefixes, at an ancestor's head), redactions, erasures, and the catalogue's size copies
+refreshed and read, over shared fork families.
 
 At the end every living conversation equals its replay and verifies, every acknowledged append
-is stored exactly once where it was made, and no redacted event's content survives in any
-table (log, view rows, condensation summaries, forks' copies).
+is stored exactly once where it was made, no redacted event's content survives in any
+table (log, view rows, condensation summaries, forks' copies), and the size orders list every
+living conversation by its present figures.
 
 ``VIEWSTORE_RACE_STEPS`` sets the steps per worker (default: a short run for CI). The long run
 that found the fork and redaction races of issue 26 before they were fixed:
@@ -22,6 +24,7 @@ import pytest
 from sqlalchemy import text
 
 from viewstore import EventStore
+from viewstore.store.read.sizes import SIZE_ORDERS
 
 from ..store._helpers import triple
 from ._helpers import backend
@@ -99,6 +102,39 @@ def _check_appends(store: EventStore, results: list[dict[str, Any]], living: set
     return checked
 
 
+def _check_size_orders(store: EventStore) -> None:
+    """Each size order lists the living conversations by their present figures, and after a
+    full refresh every copy is its conversation's."""
+    for order in SIZE_ORDERS:
+        for descending in (False, True):
+            way = "DESC" if descending else "ASC"
+            with store.engine.connect() as conn:
+                exact = list(
+                    conn.execute(
+                        text(f"SELECT id FROM conversations ORDER BY {order} {way}, id {way}")
+                    ).scalars()
+                )
+            listed = store.conversations(order_by=order, descending=descending)
+            assert [c.id for c in listed] == exact, (order, descending)
+    store.refresh_catalogue_sizes(full=True)
+    with store.engine.connect() as conn:
+        stale = conn.execute(
+            text(
+                "SELECT count(*) FROM conversations c LEFT JOIN catalogue_sizes s "
+                "ON s.conversation_id = c.id WHERE s.updated_at IS NULL "
+                "OR s.updated_at <> c.updated_at OR s.version <> c.version "
+                "OR s.view_length <> c.view_length"
+            )
+        ).scalar()
+        orphans = conn.execute(
+            text(
+                "SELECT count(*) FROM catalogue_sizes s LEFT JOIN conversations c "
+                "ON c.id = s.conversation_id WHERE c.id IS NULL"
+            )
+        ).scalar()
+    assert (stale, orphans) == (0, 0)
+
+
 def test_forks_redactions_erasures_and_appends_race_cleanly(
     db_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -134,6 +170,7 @@ def test_forks_redactions_erasures_and_appends_race_cleanly(
         assert _leaks(store, redacted) == []
         appended = _check_appends(store, results, living)
         assert store.verify().ok
+        _check_size_orders(store)
     with capsys.disabled():
         print(
             f"\n[ops] lifecycle race {backend(db_url)}: {WORKERS} processes x {STEPS} steps, "

@@ -211,6 +211,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("catalogue", "The conversations, two lines each: id, last activity (UTC),..."),
     "prune": ("lifecycle", "Erase every conversation inactive for longer than a retention..."),
     "rebuild": ("commands", "Rewrite the view and index rows from the event log (one..."),
+    "refresh": ("catalogue", "Bring the catalogue's copies of each conversation's events..."),
     "redact": ("lifecycle", "Remove an event's content from the log and every copy; its..."),
     "serve": ("serve", "Serve a read-only web viewer of the conversations."),
     "stats": ("commands", "Counts: conversations, events, view sizes, condensations."),

@@ -176,3 +176,21 @@ def _follow(
                     return
     except KeyboardInterrupt:
         return
+
+
+@cli.command("refresh")
+@click.option(
+    "--full", is_flag=True, help="Look at every conversation, not only those changed lately."
+)
+@json_option
+@pass_state
+def refresh_sizes(state: Context, full: bool, as_json: bool) -> None:
+    """Bring the catalogue's copies of each conversation's events and live view length up
+    to date: the orders --order version and --order view-length read them. A list in those
+    orders does this itself where it may write; a store only read-only viewers list (the
+    viewer is one) stays exact without it, but each list then reads every change since."""
+    count = state.store.refresh_catalogue_sizes(full=full)
+    if as_json:
+        state.print_json({"refreshed": count})
+    else:
+        click.echo(f"refreshed the sizes of {count} conversation(s)")

@@ -137,10 +137,9 @@ def create_conversation(conn: Connection, conversation_id: str, now: datetime) -
     """Insert an empty conversation row (a concurrent creator may win; we then lock theirs)."""
     values = state_values(ProjectionState(), last_hash="0" * 64)
     values.update(id=conversation_id, created_at=now, updated_at=now)
-    inserted = conn.execute(
-        backends.of(conn).insert(conversations).values(values).on_conflict_do_nothing()
-    )
-    if inserted.rowcount:
+    insert = backends.of(conn).insert(conversations).values(values).on_conflict_do_nothing()
+    # RETURNING: the driver's row count of an INSERT is not always given (psycopg: -1).
+    if conn.execute(insert.returning(conversations.c.id)).first() is not None:
         sizes.created(conn, conversation_id, 0, 0)
     row = lock_conversation(conn, conversation_id)
     assert row is not None  # just inserted, or inserted by the transaction we waited for

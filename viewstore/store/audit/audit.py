@@ -28,7 +28,7 @@ from viewstore.store.audit import anchors, derived, fork_links
 from viewstore.store.audit.anchors import Checkpoint
 from viewstore.store.database.schema import manipulation_indices, view_entries
 from viewstore.store.lifecycle import forking, redaction
-from viewstore.store.read import lineage, reads
+from viewstore.store.read import lineage, reads, sizes
 from viewstore.store.records import ConversationReport, Redaction, VerifyReport
 
 
@@ -298,6 +298,8 @@ def rebuild(conn: Connection, keys: Sequence[str] | None) -> int:
         )
         rows.write_projection(conn, key, projection, lineage.segments(conn, conv))
         last_hash = stored[-1].hash if stored else conv.last_hash
-        rows.save_state(conn, key, projection.state, last_hash, conv.updated_at)
+        state = projection.state
+        rows.save_state(conn, key, state, last_hash, conv.updated_at)
+        sizes.recopied(conn, key, state.version, state.tracker.length, conv.updated_at)
         count += 1
     return count

@@ -94,7 +94,6 @@ def fork(conn: Connection, source: str, at_seq: int, new_id: str, now: datetime)
         family_id=family,
     )
     conn.execute(insert(conversations).values(values))
-    sizes.created(conn, new_id, state.version, state.tracker.length)
     for table, lifetime in (
         (view_entries, ("entered_seq", "left_seq")),
         (manipulation_indices, ("from_seq", "to_seq")),
@@ -111,7 +110,9 @@ def fork(conn: Connection, source: str, at_seq: int, new_id: str, now: datetime)
         # The copies are the fork's open rows: reading them back is O(view) by the partial
         # index, where the source's rows alive at ``at_seq`` take a scan of its history.
         tracker, _ = IndexTracker.scan(rows.load_current_view(conn, new_id))
-        rows.save_state(conn, new_id, replace(state, tracker=tracker.state()), last_hash, now)
+        state = replace(state, tracker=tracker.state())
+        rows.save_state(conn, new_id, state, last_hash, now)
+    sizes.created(conn, new_id, state.version, state.tracker.length)
 
 
 def _row(conn: Connection, conversation_id: str) -> Any:

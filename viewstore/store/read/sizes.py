@@ -68,6 +68,16 @@ def created(conn: Connection, conversation_id: str, version: int, view_length: i
     conn.execute(catalogue_sizes.insert().values(values))
 
 
+def recopied(
+    conn: Connection, conversation_id: str, version: int, view_length: int, updated_at: Any
+) -> None:
+    """The copy of a conversation whose figures were rewritten without a new ``updated_at``
+    (a rebuild): no range of times would find the change, so its copy is rewritten with it."""
+    s = catalogue_sizes.c
+    values = {"updated_at": updated_at, "version": version, "view_length": view_length}
+    conn.execute(update(catalogue_sizes).where(s.conversation_id == conversation_id).values(values))
+
+
 def since(conn: Connection) -> datetime | None:
     """The time from which changed conversations are looked for: None while no copy was ever
     refreshed (then every conversation is looked at). One descent of the copies' time index."""
@@ -190,7 +200,9 @@ def refresh(
                 "b_version": row.version,
                 "b_view_length": row.view_length,
             }
-            for row in rows
+            # In key order: two refreshers that read a conversation before and after an
+            # append sort it differently by time, and would lock in opposite orders.
+            for row in sorted(rows, key=lambda row: str(row.id))
         ],
     )
     return len(rows), place
