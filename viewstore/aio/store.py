@@ -327,6 +327,7 @@ class AsyncEventStore:
     conversation_count_estimate = _shell(EventStore.conversation_count_estimate)
     conversation_ids = _shell(EventStore.conversation_ids)
     conversation_info = _shell(EventStore.conversation_info)
+    refresh_catalogue_sizes = _shell(EventStore.refresh_catalogue_sizes)
     conversation_owner = _shell(EventStore.conversation_owner)
     check_runner = _shell(EventStore.check_runner)
     server_conversation = _shell(EventStore.server_conversation)

@@ -24,7 +24,7 @@ from viewstore.domain.view import View, full_indices
 from viewstore.store.adapters import base_state
 from viewstore.store.append import rows
 from viewstore.store.append.locking import lock_conversation
-from viewstore.store.audit import anchors, derived, fork_links
+from viewstore.store.audit import anchors, derived, fork_links, sizes_copy
 from viewstore.store.audit.anchors import Checkpoint
 from viewstore.store.database.schema import manipulation_indices, view_entries
 from viewstore.store.lifecycle import forking, redaction
@@ -59,6 +59,12 @@ def verify(
     for key in missing:
         assert against is not None
         report.conversations.append(anchors.missing(conn, key, against))
+    if everything:  # a size copy left by no conversation
+        for key in sizes_copy.orphans(conn):
+            problem = "catalogue_sizes holds a copy of a conversation that is not there"
+            report.conversations.append(
+                ConversationReport(conversation_id=key, version=0, problems=[problem])
+            )
     if everything and states:  # a base state written before its conversation's first event
         for key in base_state.without_conversation(conn):
             alone = ConversationReport(conversation_id=key, version=0)
@@ -103,6 +109,7 @@ def verify_conversation(
     report.problems.extend(derived.forgotten_rows(conn, key, own_log, expected.forgotten))
     _check_rows(conn, key, expected, report)
     report.problems.extend(derived.conversation_columns(conv, expected.state))
+    report.problems.extend(sizes_copy.check(conn, conv))
     _check_view(log, report)
     return report
 
