@@ -152,7 +152,7 @@ def behind(conn: Connection) -> bool:
 
 def may_refresh(conn: Connection) -> bool:
     """Whether this connection may write the copies: not the viewer's read-only sessions
-    (docs/web.md), not a role without the privilege (the database's reader role)."""
+    (docs/howto-viewer.md), not a role without the privilege (the database's reader role)."""
     if conn.dialect.name == "sqlite":
         return not conn.exec_driver_sql("PRAGMA query_only").scalar()
     found = conn.execute(
