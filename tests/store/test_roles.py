@@ -97,7 +97,9 @@ def test_a_writer_appends_reads_and_rebuilds(fresh_pg_url: str) -> None:
         # The feed may lag behind any transaction open on the server: a prefix, in order.
         fed = [(e.conversation_id, e.seq) for e in store.feed()]
         assert fed == [*(("c", seq) for seq in range(1, 9)), ("d", 1)][: len(fed)]
-        assert store.rebuild() == 2
+        assert store.refresh_catalogue_sizes() == 2  # the size orders' copies
+        assert store.rebuild() == 2  # which recopies them
+        assert [c.id for c in store.conversations(order_by="version")] == ["d", "c"]
         assert store.verify(against=store.checkpoint()).ok
 
 
@@ -171,6 +173,14 @@ def test_a_reader_reads_its_own_database_only(
             finally:
                 mine.dispose()
                 theirs.dispose()
+        # The reader lists the size orders, which it may not refresh: merged, exact.
+        with (
+            login_in(fresh_pg_url, reader_role) as login,
+            EventStore(as_login(fresh_pg_url, login)) as reading,
+        ):
+            listed = reading.conversations(order_by="view_length", descending=True)
+            assert [c.id for c in listed] == ["mine"]
+            _refused(reading.engine, "UPDATE catalogue_sizes SET version = 9")
         # The writer of one database cannot write to the other either.
         writer_role = role_name("writer", _database(fresh_pg_url))
         with (
