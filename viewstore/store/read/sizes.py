@@ -46,7 +46,7 @@ from sqlalchemy import (
 from viewstore.store.database.schema import catalogue_sizes, conversations
 from viewstore.store.read.reads import aware, comparable
 
-MARGIN = timedelta(seconds=60)
+MARGIN = timedelta(seconds=10)
 #: A reader that may write refreshes the copies first once more conversations than this have
 #: changed: the merge then reads at most this many rows beyond its page, and a list read
 #: writes only after this many appends to other conversations.
