@@ -113,7 +113,7 @@ class Browsing(StoreCore):
         orders does it itself on a store that may write, once more than
         ``sizes.REFRESH_AT`` conversations have changed; a read-only store's lists stay
         exact but read every change since the last refresh, so a process that writes calls
-        this now and then (``viewstore catalogue refresh``). ``full``: look at every
+        this now and then (``viewstore refresh``). ``full``: look at every
         conversation, not only those appended to since the last refresh (see
         ``sizes.MARGIN`` for the one append that needs it)."""
         total = 0

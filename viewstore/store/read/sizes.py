@@ -127,7 +127,12 @@ def changed(start: datetime | None) -> Any:
 Place = tuple[Any, str]
 
 
-def _changed_rows(conn: Connection, limit: int, full: bool, after: Place | None) -> list[Any]:
+def _changed_rows(
+    conn: Connection, limit: int, full: bool, after: Place | None, start: datetime | None = None
+) -> list[Any]:
+    """Up to ``limit`` conversations, oldest update first: with ``full``, every one after
+    ``after`` (each with whether it is ``stale``); else those changed since ``start`` (None:
+    since ``since(conn)``)."""
     c = conversations.c
     query = select(c.id, c.updated_at, c.version, c.view_length)
     query = query.order_by(c.updated_at, c.id).limit(limit)
@@ -138,16 +143,17 @@ def _changed_rows(conn: Connection, limit: int, full: bool, after: Place | None)
         if after is not None:
             query = query.where(tuple_(c.updated_at, c.id) > after)
     else:
-        query = query.where(changed(since(conn)))
+        query = query.where(changed(since(conn) if start is None else start))
     return list(conn.execute(query))
 
 
 def behind(conn: Connection) -> bool:
     """Whether more than ``REFRESH_AT`` conversations have changed since their copies, or no
     copy was ever refreshed (then every conversation counts as changed)."""
-    if since(conn) is None:
+    start = since(conn)
+    if start is None:
         return conn.execute(select(conversations.c.id).limit(1)).first() is not None
-    return len(_changed_rows(conn, REFRESH_AT + 1, False, None)) > REFRESH_AT
+    return len(_changed_rows(conn, REFRESH_AT + 1, False, None, start)) > REFRESH_AT
 
 
 def may_refresh(conn: Connection) -> bool:
