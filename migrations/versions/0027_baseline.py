@@ -298,6 +298,7 @@ def _tables(dialect: str) -> None:
         sa.Column("redacted_digest", HASH, nullable=False),
         sa.Column("record_hash", HASH, nullable=False),
         sa.Column("leaf_digests", sa.Text(), nullable=True),
+        sa.Column("policy", sa.Text(), nullable=True),
         sa.PrimaryKeyConstraint("conversation_id", "seq", "round", name="pk_redactions"),
     )
 

@@ -274,6 +274,7 @@ class AsyncEventStore:
     forget_server_conversation = _writer(EventStore.forget_server_conversation)
     fork = _writer(EventStore.fork)
     redact = _writer(EventStore.redact)
+    compact = _writer(EventStore.compact)
     erase = _writer(EventStore.erase)
     rebuild = _writer(EventStore.rebuild)
 

@@ -197,6 +197,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "append": ("commands", "Append OpenHands events (JSONL, one event per line; - for..."),
     "checkpoint": ("commands", "Print the chain heads of every conversation and one digest..."),
     "citus": ("citus", "Run a store on a Citus cluster (see docs/distribution.md)."),
+    "compact": ("lifecycle", "Remove the content of every event that every view has..."),
     "demo": ("commands", "Build a realistic OpenHands conversation step by step and..."),
     "erase": ("lifecycle", "Erase a conversation: all its rows go, a tombstone stays."),
     "events": ("commands", "List a conversation's stored events (the log, in append order)."),

@@ -1,6 +1,7 @@
 """A conversation's lifecycle: fork (a new conversation sharing another's prefix), and the
-commands that remove data the sanctioned way: redact (the content of one event), erase (one
-conversation) and prune (every conversation inactive for longer than a retention period).
+commands that remove data the sanctioned way: redact (the content of one event), compact (the
+content of what every view forgot), erase (one conversation) and prune (every conversation
+inactive for longer than a retention period).
 Each is one transaction per conversation that leaves a record (``EventStore.redact``,
 ``EventStore.erase``)."""
 
@@ -21,13 +22,13 @@ BATCH = 100
 DRY_RUN_LIMIT = 10**9
 
 
-def parse_duration(text: str) -> timedelta:
-    """``90d``, ``12h``, ``30m``, ``45s``."""
+def parse_duration(text: str, option: str = "--inactive-for", *, zero: bool = False) -> timedelta:
+    """``90d``, ``12h``, ``30m``, ``45s`` (``0d`` too, with ``zero``)."""
     match = _DURATION.match(text)
-    if match is None or int(match.group(1)) == 0:
+    if match is None or (int(match.group(1)) == 0 and not zero):
+        what = "a number" if zero else "a positive number"
         raise UserError(
-            f"--inactive-for must be a positive number and a unit d, h, m or s (like 90d), "
-            f"got {printable(text)!r}"
+            f"{option} must be {what} and a unit d, h, m or s (like 90d), got {printable(text)!r}"
         )
     return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
 
@@ -162,3 +163,67 @@ def prune(
         state.out.print(
             f"erased {len(erased)} conversation(s) inactive since {before:%Y-%m-%d %H:%M} UTC"
         )
+
+
+@cli.command()
+@click.argument("conversation", required=False)
+@click.option(
+    "--older-than",
+    "older_than",
+    required=True,
+    metavar="DURATION",
+    help="Only events appended this long ago or more (30d, 12h, 30m, 45s; 0d: any age).",
+)
+@click.option(
+    "--min-freed",
+    "min_freed",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    metavar="BYTES",
+    help="Leave an event whose content is smaller than what proving its removal adds.",
+)
+@click.option("--dry-run", is_flag=True, help="Count what would go; change nothing.")
+@json_option
+@pass_state
+def compact(
+    state: Context,
+    *,
+    conversation: str | None,
+    older_than: str,
+    min_freed: int,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Remove the content of every event that every view has forgotten (docs/retention.md).
+
+    Of CONVERSATION's own log, or of every conversation's. An event a condensation forgot,
+    that no fork still holds, keeps its kind, ids, times, structure and hash; its text reads
+    [compacted], and a record lets verify carry the chain across it. Views and resumes do not
+    change. Safe to interrupt and run again; on PostgreSQL several may run at once."""
+    period = parse_duration(older_than, "--older-than", zero=True)
+    report = state.store.compact(
+        conversation,
+        older_than=period,
+        dry_run=dry_run,
+        min_freed=min_freed,
+        policy=f"compact after {older_than.strip()}",
+    )
+    if as_json:
+        state.print_json(report.to_dict())
+        return
+    verb = "would compact" if dry_run else "compacted"
+    left = [
+        f"{count} {what}"
+        for count, what in (
+            (report.small, "too small to free bytes"),
+            (report.unverifiable, "whose chain link does not hold (see verify)"),
+            (report.busy, "conversation(s) busy, for the next run"),
+        )
+        if count
+    ]
+    state.out.print(
+        f"{verb} {report.events} event(s) of {report.conversations} conversation(s), "
+        f"{report.bytes_freed} bytes" + (f"; left {', '.join(left)}" if left else ""),
+        markup=False,
+    )

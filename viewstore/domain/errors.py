@@ -83,6 +83,22 @@ class UnredactablePathError(InvalidArgumentError):
         super().__init__(f"event {event_id!r}: {path} {reason} and cannot be redacted")
 
 
+class CompactedHistoryError(InvalidArgumentError):
+    """A fork would start from a view that holds an event whose content retention compacted
+    (docs/retention.md): its LLM would be sent ``[compacted]`` where the content was. Fork at
+    a later seq, where the condensation that forgot the event had run."""
+
+    def __init__(self, conversation_id: str, at_seq: int, event_id: str, seq: int) -> None:
+        self.conversation_id = conversation_id
+        self.at_seq = at_seq
+        self.event_id = event_id
+        self.seq = seq
+        super().__init__(
+            f"conversation {conversation_id!r} cannot be forked at seq {at_seq}: its view there "
+            f"holds event {event_id!r} (seq {seq}), whose content was compacted"
+        )
+
+
 class CheckpointError(InvalidArgumentError):
     """A checkpoint given to ``verify(against=...)`` is malformed, or its digest does not match
     what it holds (the checkpoint itself was altered)."""

@@ -72,7 +72,7 @@ def decode(column: str) -> dict[str, str]:
 
 
 def redacted_root(
-    payload: str, digests: Mapping[str, str], mark: str, chain_key: bytes | None
+    payload: str, digests: Mapping[str, str], mark: str | Mapping[str, str], chain_key: bytes | None
 ) -> str:
     """The content root of the payload an event had before its redactions, rebuilt from its
     redacted ``payload`` and the recorded leaf ``digests`` of the strings they replaced.
@@ -94,9 +94,10 @@ def redacted_root(
             else:
                 raise ValueError(f"recorded path {pointer} is not in its payload")
             if depth == len(tokens) - 1:
-                if where[step] != mark or type(where[step]) is not str:
-                    raise ValueError(f"recorded path {pointer} holds other than {mark!r}")
-                where[step] = recorded(mark, digest)
+                expected = mark if isinstance(mark, str) else mark[pointer]
+                if where[step] != expected or type(where[step]) is not str:
+                    raise ValueError(f"recorded path {pointer} holds other than {expected!r}")
+                where[step] = recorded(expected, digest)
             else:
                 where = where[step]
     return root_of(value, leaf_key(chain_key), records=True)

@@ -27,6 +27,12 @@ from viewstore.domain.errors import InvalidArgumentError, InvalidEventError, Unr
 from viewstore.domain.events import Event, canonical_json, parse_event
 
 MARK = "[redacted]"
+#: What compaction (retention: docs/retention.md) leaves where content was, so a compacted event
+#: reads as such, not as redacted by someone.
+COMPACTED = "[compacted]"
+#: Either marker: a string that is one was removed already, and a later round leaves it (its
+#: record holds the digest of what it replaced; recording the marker's own would contradict it).
+MARKS = frozenset({MARK, COMPACTED})
 #: Top-level fields the view logic (or a reader of the log) relies on: never redacted.
 ENVELOPE = frozenset(
     {
@@ -92,15 +98,15 @@ def digest(payload: str) -> str:
 # -- the new payload ----------------------------------------------------------------------
 
 
-def _scrub(value: Any, key: str | None) -> Any:
+def _scrub(value: Any, key: str | None, mark: str = MARK) -> Any:
     if key in KEPT_ANYWHERE:
         return value
     if isinstance(value, str):
-        return MARK
+        return value if value in MARKS else mark
     if isinstance(value, dict):
-        return {name: _scrub(inner, name) for name, inner in value.items()}
+        return {name: _scrub(inner, name, mark) for name, inner in value.items()}
     if isinstance(value, list):
-        return [_scrub(inner, key) for inner in value]
+        return [_scrub(inner, key, mark) for inner in value]
     return value
 
 
@@ -166,13 +172,17 @@ def _envelope(event: Event) -> tuple[Any, ...]:
     )
 
 
-def redacted_payload(payload: str, paths: Sequence[str] | None) -> str:
+def redacted_payload(payload: str, paths: Sequence[str] | None, *, mark: str = MARK) -> str:
     """``payload`` with all its content (``paths`` None) or the strings under ``paths``
-    replaced by ``MARK``; the envelope stays exactly as it was."""
+    replaced by ``mark`` (``MARK``, or ``COMPACTED`` for retention); the envelope stays
+    exactly as it was, and so does a string an earlier round already replaced."""
     before = parse_event(payload)
     obj = json.loads(payload)
     if paths is None:
-        obj = {key: value if key in ENVELOPE else _scrub(value, key) for key, value in obj.items()}
+        obj = {
+            key: value if key in ENVELOPE else _scrub(value, key, mark)
+            for key, value in obj.items()
+        }
     else:
         for path in paths:
             _redact_path(obj, path, before.id)

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from viewstore.store.records import (
         AppendResult,
         BaseState,
+        CompactionReport,
         CondensationRecord,
         ConversationInfo,
         ConversationPage,
@@ -107,6 +108,7 @@ _OFFERED = {
     "viewstore.store.records": [
         "AppendResult",
         "BaseState",
+        "CompactionReport",
         "CondensationRecord",
         "ConversationInfo",
         "ConversationPage",
@@ -140,6 +142,7 @@ __all__ = [  # every name of _OFFERED (tests/test_layers.py)
     "MAX_LIMIT",
     "AppendResult",
     "BaseState",
+    "CompactionReport",
     "CondensationRecord",
     "ConversationId",
     "ConversationInfo",

@@ -4,14 +4,14 @@ the conversations a retention policy would erase (``viewstore prune``)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import overload
 
 from viewstore.domain.errors import InvalidArgumentError
 from viewstore.store.inputs import check_integer, conversation_key, new_conversation_key
 from viewstore.store.lifecycle import erasure
 from viewstore.store.read import reads
-from viewstore.store.records import ForkOrigin, Redaction, Tombstone
+from viewstore.store.records import CompactionReport, ForkOrigin, Redaction, Tombstone
 from viewstore.store.store_core import ConversationId, StoreCore
 
 MAX_REASON = 4096
@@ -104,6 +104,100 @@ class LifecycleMethods(StoreCore):
             found = redaction.lineage_records(conn, row)
         return [record for seq in sorted(found) for record in found[seq]]
 
+    def compact(
+        self,
+        conversation_id: ConversationId | None = None,
+        *,
+        older_than: timedelta,
+        dry_run: bool = False,
+        min_freed: int = 1,
+        policy: str | None = None,
+        batch: int = 500,
+    ) -> CompactionReport:
+        """Remove the content of every event that every view has forgotten and that was
+        appended more than ``older_than`` ago, in ``conversation_id``'s own log, or in every
+        conversation's (docs/retention.md).
+
+        An event is taken when a condensation forgot it, no fork still holds it in its live
+        view, and removing its content frees at least ``min_freed`` bytes (the record that
+        proves the removal keeps a digest per string removed; a small event's can outweigh
+        it). Its content becomes ``[compacted]``; its kind, ids, times, structure, numbers
+        and hash stay, with a :class:`Redaction` record naming ``policy``. Views, indices,
+        resume and the SDK's parsing are unchanged, as-of views and exports show the
+        placeholder, ``verify`` carries the chain across it; a fork whose view would hold it
+        is refused (``CompactedHistoryError``).
+
+        Online: each conversation is locked for ``batch`` events at a time, one transaction
+        each, so appends and forks go on between batches; an interrupted run leaves whole
+        batches done, and running it again goes on. Idempotent. Across the whole store on
+        PostgreSQL, a conversation another transaction holds is skipped (``busy``), so many
+        sweepers can run at once. ``dry_run``: what would go, nothing written."""
+        from viewstore.store.lifecycle import compaction  # noqa: PLC0415 - start-up time (event_store)
+
+        if not isinstance(older_than, timedelta) or older_than < timedelta(0):
+            raise InvalidArgumentError(
+                f"older_than must be a timedelta of zero or more, got {older_than!r}"
+            )
+        check_integer("min_freed", min_freed, minimum=0)
+        check_integer("batch", batch, minimum=1)
+        now = datetime.now(UTC)
+        cutoff = now - older_than
+        chosen = policy if policy is not None else f"compact after {_duration(older_than)}"
+        _check_reason(chosen)
+        named = None if conversation_id is None else conversation_key(conversation_id)
+        tally = compaction.Tally()
+        seen = busy = 0
+
+        def one(key: str, skip_locked: bool) -> None:
+            nonlocal busy
+            after: int | None = 0
+            while after is not None:
+                with self._write() as conn:
+                    done, after = compaction.compact(
+                        conn,
+                        key,
+                        after=after,
+                        limit=batch,
+                        cutoff=cutoff,
+                        policy=chosen,
+                        reason="retention",
+                        min_freed=min_freed,
+                        now=now,
+                        chain_key=self._chain_key,
+                        dry_run=dry_run,
+                        skip_locked=skip_locked,
+                    )
+                busy += done.busy
+                tally.add(done)
+
+        if named is not None:
+            with self._read() as conn:
+                reads.conversation_row(conn, named)
+            one(named, False)
+            seen = 1
+        else:
+            last: str | None = None
+            while True:
+                with self._read() as conn:
+                    page = compaction.conversation_ids(conn, last, 1000)
+                if not page:
+                    break
+                for key in page:
+                    one(key, True)
+                seen += len(page)
+                last = page[-1]
+        return CompactionReport(
+            cutoff=cutoff,
+            policy=chosen,
+            dry_run=dry_run,
+            conversations=seen,
+            events=tally.events,
+            bytes_freed=tally.freed,
+            small=tally.small,
+            unverifiable=tally.unverifiable,
+            busy=busy,
+        )
+
     def fork_origin(self, conversation_id: ConversationId) -> ForkOrigin | None:
         """Where the conversation was forked from, or None if it is not a fork."""
         key = conversation_key(conversation_id)
@@ -167,6 +261,15 @@ class LifecycleMethods(StoreCore):
         check_integer("limit", limit, minimum=1)
         with self._read() as conn:
             return erasure.inactive(conn, before, limit)
+
+
+def _duration(period: timedelta) -> str:
+    """``period`` as the command line writes one (30d, 12h, 30m, 45s), where it is whole."""
+    seconds = int(period.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0 and seconds:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
 
 def _check_reason(reason: object) -> None:

@@ -168,7 +168,10 @@ class Redaction:
     checks it by: the chain hashes around the event, the SHA-256 digests of its payload
     before and after, and (events hashed under chain scheme 2) ``leaf_digests``: the JSON text
     of an object giving, by JSON Pointer, the leaf digest of each string this round replaced
-    (docs/lifecycle.md). None on a record of an event hashed before scheme 2."""
+    (docs/lifecycle.md). None on a record of an event hashed before scheme 2.
+
+    ``policy``: set on a record compaction wrote (retention, docs/retention.md), naming the
+    policy; its event's content reads ``[compacted]`` instead of ``[redacted]``."""
 
     conversation_id: str
     seq: int
@@ -184,6 +187,12 @@ class Redaction:
     redacted_digest: str
     record_hash: str
     leaf_digests: str | None = None
+    policy: str | None = None
+
+    @property
+    def compacted(self) -> bool:
+        """Whether retention's compaction wrote this record (not a user's redaction)."""
+        return self.policy is not None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -197,6 +206,40 @@ class Redaction:
             "redacted_by": self.redacted_by,
             "removed_digest": self.removed_digest,
             "redacted_digest": self.redacted_digest,
+            "policy": self.policy,
+        }
+
+
+@dataclass(frozen=True)
+class CompactionReport:
+    """What ``store.compact()`` did (or, ``dry_run``, would do): the conversations looked at,
+    the events whose content it removed and the bytes that freed (payload less the records'
+    leaf digests), and what it left: events whose removal would free less than the minimum
+    (``small``), whose link in the chain does not hold or cannot be checked
+    (``unverifiable``: ``verify`` says why), and conversations another writer held (``busy``,
+    PostgreSQL: the next run takes them). docs/retention.md."""
+
+    cutoff: datetime
+    policy: str
+    dry_run: bool
+    conversations: int
+    events: int
+    bytes_freed: int
+    small: int
+    unverifiable: int
+    busy: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cutoff": self.cutoff.isoformat(),
+            "policy": self.policy,
+            "dry_run": self.dry_run,
+            "conversations": self.conversations,
+            "events": self.events,
+            "bytes_freed": self.bytes_freed,
+            "small": self.small,
+            "unverifiable": self.unverifiable,
+            "busy": self.busy,
         }
 
 

@@ -26,10 +26,12 @@ def insert(table: Any) -> Insert:
     return _insert(table)
 
 
-def locked(query: Select[Any]) -> Select[Any]:
+def locked(query: Select[Any], *, skip_locked: bool = False) -> Select[Any]:
     """``query`` locking the rows it reads until the transaction ends: the row lock is the only
-    lock a writer takes, so writers of different conversations never wait for each other."""
-    return query.with_for_update()
+    lock a writer takes, so writers of different conversations never wait for each other.
+    ``skip_locked``: rows another transaction holds are left out instead of waited for (the
+    retention sweepers share the work so: docs/retention.md)."""
+    return query.with_for_update(skip_locked=skip_locked)
 
 
 def json_text(column: str, key: str) -> str:

@@ -368,5 +368,7 @@ redactions = Table(
     # JSON object: the leaf digest of each string the round replaced, by JSON Pointer
     # (docs/schema.md); NULL on a record of an event hashed before chain scheme 2.
     Column("leaf_digests", Text, nullable=True),
+    # The retention policy that compacted the event (docs/retention.md); NULL: a redaction.
+    Column("policy", Text, nullable=True),
     PrimaryKeyConstraint("conversation_id", "seq", "round"),
 )

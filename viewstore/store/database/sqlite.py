@@ -22,9 +22,9 @@ def insert(table: Any) -> Insert:
     return _insert(table)
 
 
-def locked(query: Select[Any]) -> Select[Any]:
+def locked(query: Select[Any], *, skip_locked: bool = False) -> Select[Any]:
     """``query`` as it is: a writer's transaction began with ``BEGIN IMMEDIATE``, which holds
-    the database's one write lock already."""
+    the database's one write lock already (so no other writer holds a row to skip)."""
     return query
 
 

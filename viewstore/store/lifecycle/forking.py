@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import Connection, func, insert, literal, null, select
 
 from viewstore.domain.errors import (
+    CompactedHistoryError,
     ConversationExistsError,
     ConversationNotFoundError,
     InvalidArgumentError,
@@ -33,10 +34,11 @@ from viewstore.store.database.schema import (
     conversations,
     events,
     manipulation_indices,
+    redactions,
     view_entries,
 )
 from viewstore.store.lifecycle import erasure
-from viewstore.store.read import reads, sizes
+from viewstore.store.read import lineage, reads, sizes
 
 
 def fork(conn: Connection, source: str, at_seq: int, new_id: str, now: datetime) -> None:
@@ -106,6 +108,7 @@ def fork(conn: Connection, source: str, at_seq: int, new_id: str, now: datetime)
             new_id=new_id,
             at_seq=None if latest else at_seq,
         )
+    _refuse_compacted(conn, row, new_id, source, at_seq)
     if not latest:
         # The copies are the fork's open rows: reading them back is O(view) by the partial
         # index, where the source's rows alive at ``at_seq`` take a scan of its history.
@@ -113,6 +116,52 @@ def fork(conn: Connection, source: str, at_seq: int, new_id: str, now: datetime)
         state = replace(state, tracker=tracker.state())
         rows.save_state(conn, new_id, state, last_hash, now)
     sizes.created(conn, new_id, state.version, state.tracker.length)
+
+
+def _refuse_compacted(conn: Connection, owner: Any, new_id: str, source: str, at_seq: int) -> None:
+    """``CompactedHistoryError`` if the fork's view holds an event whose content retention
+    compacted (its copied rows all name their log in ``holder``). Compaction takes only events
+    no live view holds, so this is a fork into the past; one racing a compaction is either
+    seen by it (a fork's open rows keep their events) or sees its records, the owner's lock
+    ordering the two. One statement per conversation named, as everywhere (a store sharded
+    by conversation: docs/distribution.md). A lineage with nothing compacted, nearly every
+    one, costs a key lookup per conversation in it and no read of the view."""
+    compacted = [
+        segment.conversation_id
+        for segment in lineage.segments(conn, owner)
+        if conn.execute(
+            select(redactions.c.seq)
+            .where(
+                redactions.c.conversation_id == segment.conversation_id,
+                redactions.c.policy.is_not(None),
+            )
+            .limit(1)
+        ).first()
+        is not None
+    ]
+    if not compacted:
+        return
+    query = select(view_entries.c.holder, view_entries.c.seq).where(
+        view_entries.c.conversation_id == new_id, view_entries.c.is_summary.is_(False)
+    )
+    by_log: dict[str, list[int]] = {}
+    for row in conn.execute(query):
+        by_log.setdefault(row.holder, []).append(int(row.seq))
+    for holder, seqs in sorted(by_log.items()):
+        if holder not in compacted:
+            continue
+        found = conn.execute(
+            select(redactions.c.seq, redactions.c.event_id)
+            .where(
+                redactions.c.conversation_id == holder,
+                redactions.c.seq.in_(seqs),
+                redactions.c.policy.is_not(None),
+            )
+            .order_by(redactions.c.seq)
+            .limit(1)
+        ).first()
+        if found is not None:
+            raise CompactedHistoryError(source, at_seq, found.event_id, int(found.seq))
 
 
 def _row(conn: Connection, conversation_id: str) -> Any:

@@ -42,7 +42,7 @@ from viewstore.domain.errors import (
     InvalidArgumentError,
 )
 from viewstore.domain.events import Event, Role, canonical_json, parse_event, summary_event
-from viewstore.domain.scrub import MARK, digest, redacted_payload
+from viewstore.domain.scrub import COMPACTED, MARK, digest, redacted_payload
 from viewstore.store.append import rows
 from viewstore.store.append.locking import lock_conversation
 from viewstore.store.database.schema import (
@@ -60,7 +60,7 @@ from viewstore.store.records import Redaction
 
 
 @dataclass(frozen=True)
-class _Located:
+class Located:
     owner: str  # the conversation whose log row holds the event (a fork's source, perhaps)
     seq: int
     payload: str
@@ -84,12 +84,12 @@ def _locate(conn: Connection, named: Any, event_id: str) -> tuple[str, int]:
     raise InvalidArgumentError(f"conversation {named.id!r} has no event {event_id!r}")
 
 
-def _read(conn: Connection, owner: str, seq: int) -> _Located:
+def read_located(conn: Connection, owner: str, seq: int) -> Located:
     query = select(events.c.payload, events.c.hash).where(
         events.c.conversation_id == owner, events.c.seq == seq
     )
     found = conn.execute(query).one()
-    return _Located(owner, seq, found.payload, found.hash)
+    return Located(owner, seq, found.payload, found.hash)
 
 
 def redact(
@@ -118,23 +118,56 @@ def redact(
     if not holders:  # the owner was erased after it was read (it had no forks then)
         erasure.refuse_if_erased(conn, key)
         raise ConversationNotFoundError(key)
-    at = _read(conn, owner, seq)
+    removal = plan(conn, read_located(conn, owner, seq), event_id, paths, chain_key=chain_key)
+    if removal is None:
+        raise InvalidArgumentError(f"event {event_id!r}: nothing left to redact there")
+    return apply(conn, removal, holders, reason=reason, policy=None, now=now, chain_key=chain_key)
+
+
+@dataclass(frozen=True)
+class Removal:
+    """A redaction or compaction worked out but not written: the new payload, and the
+    record's columns but who, when, why and its own hash."""
+
+    at: Located
+    payload: str
+    values: dict[str, Any]
+
+    @property
+    def freed(self) -> int:
+        """The bytes the log's payload loses, less what the record's leaf digests add."""
+        digests = self.values["leaf_digests"]
+        return (
+            len(self.at.payload.encode("utf-8"))
+            - len(self.payload.encode("utf-8"))
+            - (0 if digests is None else len(digests))
+        )
+
+
+def plan(
+    conn: Connection,
+    at: Located,
+    event_id: str,
+    paths: Sequence[str] | None,
+    *,
+    chain_key: bytes | None,
+    mark: str = MARK,
+) -> Removal | None:
+    """What removing the content of the locked event ``at`` (or the strings under ``paths``)
+    would write, after checking its link in the chain; None when nothing is left to
+    remove."""
     earlier = records_of(conn, at.owner, at.seq)
     previous = _previous_hash(conn, at.owner, at.seq)
     checkable = _check_link(at, event_id, previous, earlier, chain_key)
-    payload = redacted_payload(at.payload, paths)
+    payload = redacted_payload(at.payload, paths, mark=mark)
     if payload == at.payload:
-        raise InvalidArgumentError(f"event {event_id!r}: nothing left to redact there")
-    by = conn.execute(text("SELECT current_user")).scalar() if _is_pg(conn) else None
+        return None
     values: dict[str, Any] = {
         "conversation_id": at.owner,
         "seq": at.seq,
         "round": len(earlier) + 1,
         "event_id": event_id,
         "paths": None if paths is None else json.dumps(list(paths)),
-        "reason": reason,
-        "redacted_at": now,
-        "redacted_by": by,
         "previous_hash": previous,
         "event_hash": at.hash,
         "removed_digest": digest(at.payload),
@@ -143,14 +176,40 @@ def redact(
             leaves.encode(leaves.replaced(at.payload, payload, chain_key)) if checkable else None
         ),
     }
+    return Removal(at, payload, values)
+
+
+def apply(
+    conn: Connection,
+    removal: Removal,
+    holders: Sequence[str],
+    *,
+    reason: str,
+    policy: str | None,
+    now: datetime,
+    chain_key: bytes | None,
+    copies: bool = True,
+) -> Redaction:
+    """Write ``removal``: its record first (the log's guard looks for it), then the payload,
+    then (``copies``) every copy of it the holders' rows keep. Compaction passes no copies:
+    it removes events' content only, and an event's view rows hold none."""
+    at = removal.at
+    values = dict(removal.values)
+    values.update(
+        reason=reason,
+        redacted_at=now,
+        redacted_by=conn.execute(text("SELECT current_user")).scalar() if _is_pg(conn) else None,
+        policy=policy,
+    )
     values["record_hash"] = record_hash(values, chain_key)
-    conn.execute(insert(redactions).values(values))  # first: the log's guard looks for it
+    conn.execute(insert(redactions).values(values))
     conn.execute(
         update(events)
         .where(events.c.conversation_id == at.owner, events.c.seq == at.seq)
-        .values(payload=payload)
+        .values(payload=removal.payload)
     )
-    _redact_copies(conn, at, parse_event(payload), holders)
+    if copies:
+        _redact_copies(conn, at, parse_event(removal.payload), holders)
     return to_record(values)
 
 
@@ -166,7 +225,7 @@ def _previous_hash(conn: Connection, owner: str, seq: int) -> str:
 
 
 def _check_link(
-    at: _Located,
+    at: Located,
     event_id: str,
     previous: str,
     earlier: list[Redaction],
@@ -203,7 +262,7 @@ def _check_link(
     )
 
 
-def _refuse_uncheckable(at: _Located, event_id: str, chain_key: bytes | None) -> None:
+def _refuse_uncheckable(at: Located, event_id: str, chain_key: bytes | None) -> None:
     """An event hashed before chain scheme 2 (its hash covers its text only) cannot have its
     redaction checked against that hash. On a keyed store the record's keyed hash still
     vouches for it; without a key anyone could write that record, so nothing would tell the
@@ -216,7 +275,7 @@ def _refuse_uncheckable(at: _Located, event_id: str, chain_key: bytes | None) ->
         )
 
 
-def _redact_copies(conn: Connection, at: _Located, event: Event, holders: Sequence[str]) -> None:
+def _redact_copies(conn: Connection, at: Located, event: Event, holders: Sequence[str]) -> None:
     """Every copy the store keeps: for a condensation, its summary in its own table and in
     the summary rows of the conversation and of every fork that shares the event
     (``holders``). An event's view rows hold no copy of its payload; one
@@ -304,6 +363,9 @@ def record_hash(values: dict[str, Any], chain_key: bytes | None) -> str:
     # a record that has them is hashed over one more field, so stripping them breaks it.
     if values.get("leaf_digests") is not None:
         fields.append(values["leaf_digests"])
+    # A compaction's record names its policy, tagged so it can never read as leaf digests.
+    if values.get("policy") is not None:
+        fields.append({"policy": values["policy"]})
     return chain_hash(
         values["event_hash"], values["seq"], values["event_id"], canonical_json(fields), chain_key
     )
@@ -331,6 +393,7 @@ def to_record(values: Any) -> Redaction:
         redacted_digest=get("redacted_digest"),
         record_hash=get("record_hash"),
         leaf_digests=get("leaf_digests"),
+        policy=mapping.get("policy"),
     )
 
 
@@ -389,8 +452,9 @@ def check_redacted(
     problems.extend(checked)
     last = records[-1]
     what = "all content" if last.paths is None else ", ".join(last.paths)
+    done = "redacted" if last.policy is None else f"compacted by retention ({last.policy})"
     note = (
-        f"{where} redacted ({len(records)} time(s); last at {last.redacted_at.isoformat()}"
+        f"{where} {done} ({len(records)} time(s); last at {last.redacted_at.isoformat()}"
         f"{'' if last.redacted_by is None else ' by ' + last.redacted_by}, {what}): "
         f"{last.reason}{unchecked}"
     )
@@ -425,6 +489,7 @@ def _check_content(
         return [f"{where}: some of its redaction records carry no leaf digests: stripped"], ""
     problems: list[str] = []
     union: dict[str, str] = {}
+    marks: dict[str, str] = {}
     for record in records:
         assert record.leaf_digests is not None
         try:
@@ -434,12 +499,13 @@ def _check_content(
         for pointer, leaf in digests.items():
             if union.setdefault(pointer, leaf) != leaf:
                 problems.append(f"{where}: two redactions record {pointer} differently")
+            marks.setdefault(pointer, MARK if record.policy is None else COMPACTED)
             if not _under(pointer, record.paths):
                 problems.append(
                     f"{where}: redaction {record.round} replaced {pointer}, outside its paths"
                 )
     try:
-        root = leaves.redacted_root(row.payload, union, MARK, chain_key)
+        root = leaves.redacted_root(row.payload, union, marks, chain_key)
     except (ValueError, TypeError, RecursionError) as error:
         problems.append(f"{where}: rewritten, not only redacted: {error}")
         return problems, ""
@@ -488,4 +554,5 @@ def _values(record: Redaction) -> dict[str, Any]:
         "removed_digest": record.removed_digest,
         "redacted_digest": record.redacted_digest,
         "leaf_digests": record.leaf_digests,
+        "policy": record.policy,
     }

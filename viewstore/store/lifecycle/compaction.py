@@ -1,0 +1,188 @@
+"""Compaction (retention, docs/retention.md): remove the content of the events that every view
+has forgotten, keep everything else.
+
+An event is compacted when its own view row has left the view (a condensation forgot it), no
+conversation sharing it (a fork) still holds it in its live view, it was appended before the
+policy's cutoff, and removing its content frees bytes. The removal is a redaction of all its
+content (``redaction.plan`` and ``apply``) whose strings read ``[compacted]`` and whose record
+names the policy: the envelope and structure stay, so views, indices, as-of reads, resume and
+the OpenHands SDK's parsing are unchanged, and ``verify`` carries the chain across it and
+checks the payload against what was hashed at append, as after a redaction.
+
+The resume view is the live view less what enforcement removes (docs/concepts.md), so an event
+no live view holds is in no resume view either: only live views are consulted.
+
+Each call works on one conversation in the caller's transaction, from a seq onwards, for a
+bounded number of events: the conversation is locked for that batch only, so appends, forks
+and reads go on between batches, and a sweeper killed mid-run leaves whole batches done (a
+record and its payload change commit together) and starts again where it finds work.
+
+Like ``rows``, every function takes an open ``Connection`` and never commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Connection, select
+
+from viewstore.domain.errors import ChainMismatchError, InvalidArgumentError
+from viewstore.domain.scrub import COMPACTED
+from viewstore.store.append.locking import lock_conversation
+from viewstore.store.database.schema import conversations, events, redactions, view_entries
+from viewstore.store.lifecycle.redaction import Located, apply, lock_holders, plan
+
+#: Events read per statement (a bound parameter each).
+_CHUNK = 200
+
+
+@dataclass
+class Tally:
+    """What one batch did (or, in a dry run, would do)."""
+
+    events: int = 0  # compacted
+    freed: int = 0  # bytes of payload, less the records' leaf digests
+    small: int = 0  # left: removing their content would free less than the minimum
+    unverifiable: int = 0  # left: their link in the chain does not hold, or cannot be checked
+    busy: bool = False  # another transaction held the conversation (PostgreSQL): not looked at
+
+    def add(self, other: Tally) -> None:
+        self.events += other.events
+        self.freed += other.freed
+        self.small += other.small
+        self.unverifiable += other.unverifiable
+        self.busy = self.busy or other.busy
+
+
+def _forgotten(conn: Connection, key: str, after: int) -> list[int]:
+    """Seqs after ``after`` of ``key``'s own events whose view row has left the view."""
+    query = select(view_entries.c.seq).where(
+        view_entries.c.conversation_id == key,
+        view_entries.c.holder.is_(None),
+        view_entries.c.is_summary.is_(False),
+        view_entries.c.left_seq.is_not(None),
+        view_entries.c.seq > after,
+    )
+    return sorted({int(seq) for seq in conn.scalars(query)})
+
+
+def _held(conn: Connection, key: str, forks: Sequence[str]) -> set[int]:
+    """Seqs of ``key``'s events that a fork still holds in its live view (the open rows, read
+    by their partial index)."""
+    found: set[int] = set()
+    for fork in forks:
+        query = select(view_entries.c.seq).where(
+            view_entries.c.conversation_id == fork,
+            view_entries.c.left_seq.is_(None),
+            view_entries.c.holder == key,
+        )
+        found.update(int(seq) for seq in conn.scalars(query))
+    return found
+
+
+def _compacted(conn: Connection, key: str, after: int) -> set[int]:
+    query = select(redactions.c.seq).where(
+        redactions.c.conversation_id == key,
+        redactions.c.seq > after,
+        redactions.c.policy.is_not(None),
+    )
+    return {int(seq) for seq in conn.scalars(query)}
+
+
+def compact(
+    conn: Connection,
+    key: str,
+    *,
+    after: int,
+    limit: int,
+    cutoff: datetime,
+    policy: str,
+    reason: str,
+    min_freed: int,
+    now: datetime,
+    chain_key: bytes | None,
+    dry_run: bool,
+    skip_locked: bool,
+) -> tuple[Tally, int | None]:
+    """Compact up to ``limit`` of ``key``'s events after seq ``after``; the tally and the seq
+    to go on after (None: the conversation is done, or gone). ``skip_locked``: a
+    conversation another transaction holds is left (``Tally.busy``) rather than waited for."""
+    tally = Tally()
+    if lock_conversation(conn, key, skip_locked=skip_locked) is None:
+        tally.busy = skip_locked and _exists(conn, key)
+        return tally, None
+    candidates = _forgotten(conn, key, after)
+    if not candidates:
+        return tally, None
+    # Ancestors before descendants, as every writer of a family locks them.
+    holders = lock_holders(conn, key, candidates[0])
+    skip = _held(conn, key, holders[1:]) | _compacted(conn, key, after)
+    chosen = [seq for seq in candidates if seq not in skip][:limit]
+    for start in range(0, len(chosen), _CHUNK):
+        chunk = chosen[start : start + _CHUNK]
+        query = (
+            select(events.c.seq, events.c.event_id, events.c.payload, events.c.hash)
+            .where(
+                events.c.conversation_id == key,
+                events.c.seq.in_(chunk),
+                events.c.recorded_at < cutoff,
+            )
+            .order_by(events.c.seq)
+        )
+        for row in conn.execute(query).all():
+            at = Located(key, int(row.seq), row.payload, row.hash)
+            try:
+                removal = plan(conn, at, row.event_id, None, chain_key=chain_key, mark=COMPACTED)
+            except (ChainMismatchError, InvalidArgumentError):
+                # A damaged link, or an event hashed before scheme 2 in a store without a
+                # chain key: verify names the first, the second cannot be compacted provably.
+                tally.unverifiable += 1
+                continue
+            if removal is None:  # redacted whole already
+                continue
+            freed = removal.freed - _record_bytes(key, row.event_id, reason, policy)
+            if freed < min_freed:
+                tally.small += 1
+                continue
+            if not dry_run:
+                apply(
+                    conn,
+                    removal,
+                    holders,
+                    reason=reason,
+                    policy=policy,
+                    now=now,
+                    chain_key=chain_key,
+                    copies=False,
+                )
+            tally.events += 1
+            tally.freed += freed
+    if len(chosen) < limit or not chosen:
+        return tally, None
+    return tally, chosen[-1]
+
+
+#: What a record holds besides its ids, texts and leaf digests: five hashes of 64 hex digits,
+#: seq, round, two times.
+_RECORD_FIXED = 5 * 64 + 40
+
+
+def _record_bytes(key: str, event_id: str, reason: str, policy: str) -> int:
+    """About what the record proving a compaction adds (its leaf digests aside)."""
+    texts = (key, event_id, reason, policy)
+    return _RECORD_FIXED + sum(len(text.encode("utf-8")) for text in texts)
+
+
+def _exists(conn: Connection, key: str) -> bool:
+    query = select(conversations.c.id).where(conversations.c.id == key)
+    return conn.execute(query).first() is not None
+
+
+def conversation_ids(conn: Connection, after: str | None, limit: int) -> list[str]:
+    """The next ``limit`` conversation ids after ``after``, in id order (a sweep's pages)."""
+    query = select(conversations.c.id).order_by(conversations.c.id).limit(limit)
+    if after is not None:
+        query = query.where(conversations.c.id > after)
+    return list(conn.scalars(query))
