@@ -185,6 +185,7 @@ def test_append_of_an_empty_file_is_an_error(tmp_path: Path) -> None:
 NEEDS_A_STORE: dict[str, list[str]] = {
     "checkpoint": [],
     "citus": ["distribute", "--print"],
+    "compact": ["--older-than", "1d", "--dry-run"],
     "erase": ["c", "--reason", "r"],
     "events": ["c"],
     "export": ["c", "out"],

@@ -85,10 +85,18 @@ def _since_the_fold(recorded: str) -> Any:
     return layouts
 
 
+# A redaction record names the retention policy of a compaction (issue 42, docs/retention.md):
+# the column is compared with the models (tests/migrations/test_migrations.py), and taken out
+# of the store the baseline builds. No other part of a snapshot says "policy".
+_POLICY = re.compile(r"\bpolicy\b")
+
+
 def _without_sizes(found: Any) -> Any:
-    """A snapshot without the parts of ``catalogue_sizes``, which it must hold."""
+    """A snapshot without the parts of ``catalogue_sizes`` and the redactions' ``policy``
+    column, which it must hold."""
     assert _SIZES in json.dumps(found)
-    return _dropped(found, re.compile(_SIZES))
+    assert _POLICY.search(json.dumps(found))
+    return _dropped(_dropped(found, re.compile(_SIZES)), _POLICY)
 
 
 FOLDED = _since_the_fold(_RECORDED)

@@ -2,9 +2,9 @@
 
 Each worker runs random operations on shared fork families: appends (messages, tool calls,
 condensations), forks (of forks; at a head, inside a shared prefix, at an ancestor's head),
-redactions and erasures. It reports what the store acknowledged, so the test can check that
-every acknowledged append is stored once, that no redacted content survives anywhere, and that
-every conversation still equals its replay.
+redactions, erasures and compactions (docs/retention.md). It reports what the store
+acknowledged, so the test can check that every acknowledged append is stored once, that no
+redacted content survives anywhere, and that every conversation still equals its replay.
 
 Every text an event carries holds a token ``<secret-ID>`` naming the event, delimited so that
 no token is a substring of another: once an event is redacted its token must be found in no
@@ -14,11 +14,13 @@ row of any table.
 from __future__ import annotations
 
 import random
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import text
 
 from viewstore import (
+    CompactedHistoryError,
     ConcurrencyError,
     ConversationErasedError,
     ConversationHasForksError,
@@ -31,7 +33,13 @@ from viewstore import (
 from viewstore.store.read.sizes import SIZE_ORDERS
 
 #: Errors another worker's operation can cause legitimately; anything else fails the test.
-EXPECTED = (ConversationErasedError, ConversationHasForksError, ConversationNotFoundError)
+#: CompactedHistoryError: a fork into history a racing compaction removed the content of.
+EXPECTED = (
+    CompactedHistoryError,
+    ConversationErasedError,
+    ConversationHasForksError,
+    ConversationNotFoundError,
+)
 VIEW_CAP = 10  # condense a view this long, so condensations happen inside tool loops too
 
 
@@ -130,6 +138,7 @@ class _Worker:
             "redact": 0,
             "erase": 0,
             "sizes": 0,
+            "compact": 0,
             "refused": 0,
         }
         self.conflicts = 0
@@ -211,10 +220,25 @@ class _Worker:
             self.fork(row, step)
         elif choice < 0.87:
             self.redact(row.id)
-        elif choice < 0.93:
+        elif choice < 0.92:
             self.erase(rows)
+        elif choice < 0.96:
+            self.compact(row.id)
         else:
             self.sizes()
+
+    def compact(self, conv: str) -> None:
+        """Compaction of one conversation, or of the whole store, at age 0 and whatever the
+        bytes (these events are small): it races the appends that condense, the forks that
+        would hold or start inside what it removes, the redactions of the same events."""
+        whole = self.rng.random() < 0.3
+        self.store.compact(
+            None if whole else conv,
+            older_than=timedelta(0),
+            min_freed=-(10**6),
+            batch=self.rng.choice([1, 3, 500]),
+        )
+        self.counts["compact"] += 1
 
     def sizes(self) -> None:
         """The catalogue's size copies refreshed (all of them, or what changed) and read in

@@ -1,11 +1,12 @@
 """The lifecycle raced from several processes: appends, forks (of forks, at heads, inside
-shared prefixes, at an ancestor's head), redactions, erasures, and the catalogue's size copies
-refreshed and read, over shared fork families.
+shared prefixes, at an ancestor's head), redactions, erasures, compactions of one conversation
+or of the whole store, and the catalogue's size copies refreshed and read, over shared fork
+families.
 
 At the end every living conversation equals its replay and verifies, every acknowledged append
 is stored exactly once where it was made, no redacted event's content survives in any
-table (log, view rows, condensation summaries, forks' copies), and the size orders list every
-living conversation by its present figures.
+table (log, view rows, condensation summaries, forks' copies), no live view holds a compacted
+event, and the size orders list every living conversation by its present figures.
 
 ``VIEWSTORE_RACE_STEPS`` sets the steps per worker (default: a short run for CI). The long run
 that found the fork and redaction races of issue 26 before they were fixed:
@@ -24,6 +25,7 @@ import pytest
 from sqlalchemy import text
 
 from viewstore import EventStore
+from viewstore.domain.scrub import COMPACTED
 from viewstore.store.read.sizes import SIZE_ORDERS
 
 from ..store._helpers import triple
@@ -102,6 +104,24 @@ def _check_appends(store: EventStore, results: list[dict[str, Any]], living: set
     return checked
 
 
+def _check_compacted(store: EventStore, living: set[str]) -> int:
+    """No live view of a living conversation holds an event compaction took, and each
+    compacted event's content reads as such; the number of compacted events."""
+    compacted = {
+        (record.conversation_id, record.seq)
+        for conv in living
+        for record in store.redactions(conv)
+        if record.compacted
+    }
+    for conv in living:
+        for event in store.view(conv).events:
+            assert COMPACTED not in event.payload_json, (conv, event.id)
+    for owner, seq in compacted:
+        (event,) = store.events(owner, after=seq - 1, limit=1)
+        assert COMPACTED in event.payload_json, (owner, seq)
+    return len(compacted)
+
+
 def _check_size_orders(store: EventStore) -> None:
     """Each size order lists the living conversations by their present figures, and after a
     full refresh every copy is its conversation's."""
@@ -170,10 +190,12 @@ def test_forks_redactions_erasures_and_appends_race_cleanly(
         assert _leaks(store, redacted) == []
         appended = _check_appends(store, results, living)
         assert store.verify().ok
+        compacted = _check_compacted(store, living)
         _check_size_orders(store)
     with capsys.disabled():
         print(
             f"\n[ops] lifecycle race {backend(db_url)}: {WORKERS} processes x {STEPS} steps, "
             f"{dict(counts)}, {appended} acknowledged events checked, {len(living)} "
-            f"conversations, {len(redacted)} events redacted, {elapsed:.1f}s"
+            f"conversations, {len(redacted)} events redacted, {compacted} compacted, "
+            f"{elapsed:.1f}s"
         )

@@ -8,7 +8,12 @@ from datetime import UTC, datetime, timedelta
 from typing import overload
 
 from viewstore.domain.errors import InvalidArgumentError
-from viewstore.store.inputs import check_integer, conversation_key, new_conversation_key
+from viewstore.store.inputs import (
+    MAX_SQL_INTEGER,
+    check_integer,
+    conversation_key,
+    new_conversation_key,
+)
 from viewstore.store.lifecycle import erasure
 from viewstore.store.read import reads
 from viewstore.store.records import CompactionReport, ForkOrigin, Redaction, Tombstone
@@ -121,11 +126,12 @@ class LifecycleMethods(StoreCore):
         An event is taken when a condensation forgot it, no fork still holds it in its live
         view, and removing its content frees at least ``min_freed`` bytes (the record that
         proves the removal keeps a digest per string removed; a small event's can outweigh
-        it). Its content becomes ``[compacted]``; its kind, ids, times, structure, numbers
-        and hash stay, with a :class:`Redaction` record naming ``policy``. Views, indices,
-        resume and the SDK's parsing are unchanged, as-of views and exports show the
-        placeholder, ``verify`` carries the chain across it; a fork whose view would hold it
-        is refused (``CompactedHistoryError``).
+        it: a negative ``min_freed`` compacts such events too). Its content becomes
+        ``[compacted]``; its kind, ids, times, structure, numbers and hash stay, with a
+        :class:`Redaction` record naming ``policy``. Views, indices, resume and the SDK's
+        parsing are unchanged, as-of views and exports show the placeholder, ``verify``
+        carries the chain across it; a fork whose view would hold it is refused
+        (``CompactedHistoryError``).
 
         Online: each conversation is locked for ``batch`` events at a time, one transaction
         each, so appends and forks go on between batches; an interrupted run leaves whole
@@ -138,7 +144,7 @@ class LifecycleMethods(StoreCore):
             raise InvalidArgumentError(
                 f"older_than must be a timedelta of zero or more, got {older_than!r}"
             )
-        check_integer("min_freed", min_freed, minimum=0)
+        check_integer("min_freed", min_freed, minimum=-MAX_SQL_INTEGER)
         check_integer("batch", batch, minimum=1)
         now = datetime.now(UTC)
         cutoff = now - older_than
