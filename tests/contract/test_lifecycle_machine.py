@@ -1,12 +1,18 @@
 """A hypothesis state machine over the whole lifecycle: appends (plain and condensing), forks
-(of forks too, at any seq), redactions and erasures, in any order. After every step each
-living conversation's stored view equals a pure replay of its log, its log is exactly what was
-appended to it and to the prefix it shares, every redacted event reads as redacted wherever it
-is shared and nowhere else, verify passes, and erasing a conversation with forks is refused."""
+(of forks too, at any seq), redactions, compactions and erasures, in any order. After every
+step each living conversation's stored view equals a pure replay of its log, its log is exactly
+what was appended to it and to the prefix it shares, every redacted event reads as redacted and
+every compacted event as compacted wherever it is shared and nowhere else, verify passes,
+erasing a conversation with forks is refused, and so is a fork into compacted history.
+
+Which events a compaction takes is worked out here from pure replays: every event that entered
+a view (all but condensations) and that no live view of a conversation sharing it still holds,
+unless a redaction took all its content first (docs/retention.md)."""
 
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -19,8 +25,13 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from viewstore import ConversationHasForksError, EventStore, InvalidArgumentError
-from viewstore.domain.scrub import MARK
+from viewstore import (
+    CompactedHistoryError,
+    ConversationHasForksError,
+    EventStore,
+    InvalidArgumentError,
+)
+from viewstore.domain.scrub import COMPACTED, MARK
 
 from ..store._helpers import A, C, M, O, Payload, U, triple
 
@@ -43,6 +54,7 @@ def machine_for(store: EventStore) -> type[RuleBasedStateMachine]:
             self.parent: dict[str, str] = {}
             self.fork_at: dict[str, int] = {}
             self.redacted: set[int] = set()
+            self.compacted: set[int] = set()
             self.counter = 0
 
         def key(self, name: str) -> str:
@@ -78,6 +90,12 @@ def machine_for(store: EventStore) -> type[RuleBasedStateMachine]:
             name = data.draw(st.sampled_from([n for n in self.names() if self.logs[n]]))
             at = data.draw(st.integers(1, len(self.logs[name])))
             new = self.new_id("f")
+            held = set(store.replay(self.key(name), as_of=at).event_ids)
+            shown = [p for p in self.logs[name][:at] if p["id"] in held]
+            if any(id(p) in self.compacted for p in shown):
+                with pytest.raises(CompactedHistoryError):
+                    store.fork(self.key(name), at, self.key(new))
+                return
             store.fork(self.key(name), at, self.key(new))
             self.logs[new] = self.logs[name][:at]
             # Forked inside a shared prefix: the store records the conversation holding that
@@ -92,12 +110,47 @@ def machine_for(store: EventStore) -> type[RuleBasedStateMachine]:
         def redact(self, data: st.DataObject) -> None:
             name = data.draw(st.sampled_from([n for n in self.names() if self.logs[n]]))
             payload = data.draw(st.sampled_from(self.logs[name]))
-            if id(payload) in self.redacted:
+            if id(payload) in self.redacted | self.compacted:
                 with pytest.raises(InvalidArgumentError, match="nothing left"):
                     store.redact(self.key(name), payload["id"], reason="again")
                 return
             store.redact(self.key(name), payload["id"], reason="machine")
             self.redacted.add(id(payload))
+
+        @precondition(lambda self: any(self.logs.values()))
+        @rule(data=st.data())
+        def compact(self, data: st.DataObject) -> None:
+            name = data.draw(st.sampled_from([*self.names(), None]))
+            held = {
+                id(p)
+                for other, log in self.logs.items()
+                if log
+                for p in log
+                if p["id"] in set(store.replay(self.key(other)).event_ids)
+            }
+            # A conversation's own events: those after its fork point (all of them for one
+            # that is not a fork); the whole store: every log's.
+            own = [
+                p
+                for n, log in self.logs.items()
+                if name is None or n == name
+                for p in log[self.fork_at.get(n, 0) :]
+            ]
+            expected = {
+                id(p)
+                for p in own
+                if p["kind"] != "Condensation"
+                and id(p) not in held | self.redacted | self.compacted
+            }
+            report = store.compact(
+                None if name is None else self.key(name),
+                older_than=timedelta(0),
+                min_freed=-(10**6),
+                batch=data.draw(st.sampled_from([1, 2, 500])),
+            )
+            if name is not None:  # the whole store holds earlier examples' conversations too
+                assert report.events == len(expected), (report, len(expected))
+            self.compacted |= expected
 
         @precondition(lambda self: len(self.logs) > 1)
         @rule(data=st.data())
@@ -130,12 +183,13 @@ def machine_for(store: EventStore) -> type[RuleBasedStateMachine]:
                         name,
                         event.event_id,
                     )
+                    assert (COMPACTED in event.payload_json) == (id(payload) in self.compacted)
                 assert store.verify(key).ok, store.verify(key).problems
 
     return LifecycleMachine
 
 
-def test_forks_redactions_and_erasures_keep_every_view_equal_to_replay(
+def test_forks_redactions_compactions_and_erasures_keep_every_view_equal_to_replay(
     store: EventStore, sweep_step: int
 ) -> None:
     # Fewer runs through the asyncio store and on the partitioned layout (tests/conftest.py).
