@@ -1,4 +1,5 @@
-"""``viewstore erase`` and ``viewstore prune``, run as a user runs them, on both backends."""
+"""``viewstore erase``, ``viewstore prune`` and ``viewstore compact``, run as a user runs them,
+on both backends."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from sqlalchemy import text
 
 from viewstore import EventStore
 
-from ..ops._helpers import message
+from ..ops._helpers import action, condensation, message, observation
 from ._process import SCRIPT, clean_env, error_line, run
 
 
@@ -241,4 +242,99 @@ def test_a_killed_redaction_leaves_nothing_half_done(db_url: str) -> None:
         assert store.verify("c").ok
         counts.append(len(redacted))
     assert any(0 < count < EVENTS for count in counts[1:]), f"no kill landed mid-way: {counts}"
+    store.close()
+
+
+def _condensed(store: EventStore, name: str, pairs: int) -> None:
+    """``pairs`` tool calls with outputs of about 3 kB, all forgotten by one condensation."""
+    events: list[dict[str, object]] = [message(f"{name}-m")]
+    for i in range(pairs):
+        events.append(action(f"{name}-a{i}", f"{name}-t{i}", llm_response_id=f"{name}-r{i}"))
+        events.append(_output(f"{name}-o{i}", f"{name}-t{i}", f"{name}-a{i}"))
+    forgotten = [str(event["id"]) for event in events[1:]]
+    events.append(condensation(f"{name}-k", forgotten, summary="ran them"))
+    store.append(name, events)
+
+
+def _output(eid: str, call: str, action_id: str) -> dict[str, object]:
+    return {
+        **observation(eid, call, action_id),
+        "observation": {
+            "content": [{"type": "text", "text": f"{eid} output line\n" * 150}],
+            "kind": "TerminalObservation",
+        },
+    }
+
+
+def test_compact_dry_run_then_compact(db_url: str) -> None:
+    store = _store(db_url, [])
+    _condensed(store, "c", 3)
+    views = store.view("c").event_ids
+    dry = run("compact", "--older-than", "0d", "--dry-run", url=db_url)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.startswith("would compact 3 event(s) of 1 conversation(s), ")
+    assert "left 3 too small to free bytes" in dry.stdout
+    assert store.redactions("c") == []
+    assert (
+        json.loads(run("compact", "--older-than", "30d", "--json", url=db_url).stdout)["events"]
+        == 0
+    )  # appended just now
+    done = run("compact", "c", "--older-than", "0d", "--json", url=db_url)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["events"], report["small"], report["policy"]) == (3, 3, "compact after 0d")
+    assert report["bytes_freed"] > 3 * 2000
+    assert store.view("c").event_ids == views and store.verify().ok
+    again = json.loads(run("compact", "--older-than", "0d", "--json", url=db_url).stdout)
+    assert again["events"] == 0
+    store.close()
+
+
+@pytest.mark.parametrize("period", ["90", "d", "90y", "-1d", "9999999d"])
+def test_compact_refuses_a_bad_period(sqlite_url: str, period: str) -> None:
+    _store(sqlite_url, ["a"]).close()
+    assert "--older-than" in error_line(run("compact", "--older-than", period, url=sqlite_url))
+
+
+def test_compact_of_a_missing_conversation_is_one_line(sqlite_url: str) -> None:
+    _store(sqlite_url, ["a"]).close()
+    assert "not found" in error_line(run("compact", "nope", "--older-than", "0d", url=sqlite_url))
+
+
+def test_a_killed_compaction_leaves_whole_events_and_a_rerun_finishes(db_url: str) -> None:
+    """SIGKILL in the middle of a compaction of the whole store: each event is whole or
+    compacted with its record, never half (``verify`` checks every one), views do not change,
+    and running it again compacts the rest."""
+    store = _store(db_url, [])
+    names = [f"c{i:02d}" for i in range(30)]
+    for name in names:
+        _condensed(store, name, 10)
+    views = {name: store.view(name).event_ids for name in names}
+    process = subprocess.Popen(
+        [SCRIPT, "--url", db_url, "compact", "--older-than", "0d"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=clean_env(),
+    )
+    deadline = time.monotonic() + 60
+
+    def compacted() -> int:
+        with store.engine.connect() as conn:
+            return int(conn.execute(text("SELECT count(*) FROM redactions")).scalar_one())
+
+    while time.monotonic() < deadline and compacted() < 60:
+        time.sleep(0.01)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert 0 < compacted() < 300, "the compaction was not caught in the middle"
+    assert store.verify().ok
+    for name in names:
+        records = {r.event_id for r in store.redactions(name)}
+        for event in store.events(name):
+            assert ("[compacted]" in event.payload_json) == (event.event_id in records), name
+    done = run("compact", "--older-than", "0d", "--json", url=db_url)
+    assert done.returncode == 0, done.stderr
+    assert compacted() == 300
+    assert {name: store.view(name).event_ids for name in names} == views
+    assert store.verify().ok
     store.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import Engine, create_engine, text
@@ -227,7 +228,8 @@ def test_only_the_owner_erases(fresh_pg_url: str) -> None:
 
 def test_only_the_owner_redacts(fresh_pg_url: str) -> None:
     """The writer and the reader may read redaction records but not write one, so neither can
-    redact (nor change a payload under the log's guard); the owner can (migration 0013)."""
+    redact or compact (nor change a payload under the log's guard); the owner can (migration
+    0013)."""
     with EventStore(fresh_pg_url) as owner:
         owner.create_schema()
         owner.append("c", condensed_history())
@@ -241,8 +243,12 @@ def test_only_the_owner_redacts(fresh_pg_url: str) -> None:
             assert len(store.redactions("c")) == 1
             with pytest.raises(StorageError, match=REFUSED):
                 store.redact("c", condensed_history()[1]["id"], reason="not mine to redact")
+            with pytest.raises(StorageError, match=REFUSED):  # compaction redacts: the same
+                store.compact("c", older_than=timedelta(0), min_freed=-(10**6))
             engine = create_engine(normalize_url(as_login(fresh_pg_url, login)))
             _refused(engine, "UPDATE events SET payload = payload WHERE seq = 1")
             engine.dispose()
     with EventStore(fresh_pg_url) as owner:
         assert len(owner.redactions("c")) == 1 and owner.verify().ok
+        assert owner.compact(older_than=timedelta(0), min_freed=-(10**6)).events == 2
+        assert len(owner.redactions("c")) == 3 and owner.verify().ok
