@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+from datetime import timedelta
 
 import pytest
 from starlette.testclient import TestClient
@@ -461,3 +462,33 @@ def test_sqlite_counts_up_to_the_limit_then_estimates_from_above(sqlite_url: str
         assert store.conversation_count_estimate(exact_up_to=left) == CatalogueCount(left, True)
         found = store.conversation_count_estimate(search="c3", exact_up_to=0)
         assert found == CatalogueCount(1, True)
+
+
+def test_compacted_events_are_shown_as_such(db_url: str, browsed: Browsed) -> None:
+    """The page counts what retention compacted apart from redactions, and a view of a time
+    a compacted event was in it shows the event, its text as [compacted]: no gap."""
+    with EventStore(db_url) as store:
+        store.append(
+            "kept",
+            [{"kind": "MessageEvent", "id": "k-u", "source": "user", "llm_message": {
+                "role": "user", "content": [{"type": "text", "text": "my key sk-1"}]}}],
+        )  # fmt: skip
+        store.append(
+            "kept",
+            [
+                {"kind": "MessageEvent", "id": "k-m", "source": "agent", "extended_content": [
+                    {"type": "text", "text": "an answer long forgotten"}]},
+                {"kind": "Condensation", "id": "k-c", "source": "environment",
+                 "forgotten_event_ids": ["k-m"]},
+            ],
+        )  # fmt: skip
+        store.redact("kept", "k-u", reason="pasted a key")
+        report = store.compact("kept", older_than=timedelta(0), min_freed=-(10**6))
+        assert report.events == 1
+    with TestClient(create_app(db_url)) as client:
+        page = " ".join(html.unescape(client.get("/c/kept").text).split())
+        assert "1 redaction(s): seq 1 (pasted a key)" in page
+        assert "1 event(s) compacted by retention (compact after 0s)" in page
+        then = html.unescape(client.get("/c/kept", params={"seq": 2}).text)
+        assert _view_ids(then) == ["k-u", "k-m"]
+        assert "[compacted]" in then and "long forgotten" not in then

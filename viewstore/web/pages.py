@@ -47,9 +47,13 @@ def conversation(request: Request) -> Response:
         "windowed": view["length"] > model.VIEW_PAGE,
         "page": model.VIEW_PAGE,
         "origin": store.fork_origin(key),
-        "redactions": store.redactions(key),
         "agent": store.conversation_info(key),
     }
+    records = store.redactions(key)
+    context["redactions"] = [record for record in records if not record.compacted]
+    # Compaction's records are many and alike: counted, with the policies that wrote them.
+    context["compacted"] = [record for record in records if record.compacted]
+    context["policies"] = sorted({record.policy for record in context["compacted"]})
     return _render(request, "conversation.html", context)
 
 
