@@ -25,14 +25,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, select
 
+from viewstore.domain.chain import GENESIS
 from viewstore.domain.errors import ChainMismatchError, InvalidArgumentError
 from viewstore.domain.scrub import COMPACTED
 from viewstore.store.append.locking import lock_conversation
 from viewstore.store.database.schema import conversations, events, redactions, view_entries
-from viewstore.store.lifecycle.redaction import Located, apply, lock_holders, plan
+from viewstore.store.lifecycle.redaction import (
+    Located,
+    database_user,
+    lock_holders,
+    plan,
+    record_values,
+    records_of,
+    write_removals,
+)
+from viewstore.store.records import Redaction
 
 #: Events read per statement (a bound parameter each).
 _CHUNK = 200
@@ -120,6 +131,7 @@ def compact(
     holders = lock_holders(conn, key, candidates[0])
     skip = _held(conn, key, holders[1:]) | _compacted(conn, key, after)
     chosen = [seq for seq in candidates if seq not in skip][:limit]
+    by = database_user(conn)
     for start in range(0, len(chosen), _CHUNK):
         chunk = chosen[start : start + _CHUNK]
         query = (
@@ -131,10 +143,25 @@ def compact(
             )
             .order_by(events.c.seq)
         )
-        for row in conn.execute(query).all():
-            at = Located(key, int(row.seq), row.payload, row.hash)
+        found = conn.execute(query).all()
+        previous = _hashes(conn, key, [int(row.seq) - 1 for row in found])
+        earlier = _records(conn, key, [int(row.seq) for row in found])
+        records: list[dict[str, Any]] = []
+        payloads: list[str] = []
+        for row in found:
+            seq = int(row.seq)
+            at = Located(key, seq, row.payload, row.hash)
             try:
-                removal = plan(conn, at, row.event_id, None, chain_key=chain_key, mark=COMPACTED)
+                removal = plan(
+                    conn,
+                    at,
+                    row.event_id,
+                    None,
+                    chain_key=chain_key,
+                    mark=COMPACTED,
+                    earlier=earlier.get(seq, []),
+                    previous=previous.get(seq - 1),
+                )
             except (ChainMismatchError, InvalidArgumentError):
                 # A damaged link, or an event hashed before scheme 2 in a store without a
                 # chain key: verify names the first, the second cannot be compacted provably.
@@ -146,22 +173,42 @@ def compact(
             if freed < min_freed:
                 tally.small += 1
                 continue
-            if not dry_run:
-                apply(
-                    conn,
-                    removal,
-                    holders,
-                    reason=reason,
-                    policy=policy,
-                    now=now,
-                    chain_key=chain_key,
-                    copies=False,
+            records.append(
+                record_values(
+                    removal, reason=reason, policy=policy, now=now, by=by, chain_key=chain_key
                 )
+            )
+            payloads.append(removal.payload)
             tally.events += 1
             tally.freed += freed
+        if not dry_run:
+            # An event's view rows hold no copy of its payload (docs/schema.md), and only
+            # events, never condensations, are compacted: the log row is the only copy.
+            write_removals(conn, records, payloads)
     if len(chosen) < limit or not chosen:
         return tally, None
     return tally, chosen[-1]
+
+
+def _hashes(conn: Connection, key: str, seqs: list[int]) -> dict[int, str]:
+    """The chain hashes of ``key``'s own events at ``seqs`` (GENESIS for 0). One before a
+    fork's first own event is in its source's log: left out, for ``plan`` to read."""
+    found = {0: GENESIS} if 0 in seqs else {}
+    query = select(events.c.seq, events.c.hash).where(
+        events.c.conversation_id == key, events.c.seq.in_([s for s in seqs if s > 0])
+    )
+    found.update({int(row.seq): row.hash for row in conn.execute(query)})
+    return found
+
+
+def _records(conn: Connection, key: str, seqs: list[int]) -> dict[int, list[Redaction]]:
+    """The redaction records of ``key``'s events at ``seqs``, in round order, by seq."""
+    if not seqs:
+        return {}
+    found: dict[int, list[Redaction]] = {}
+    for record in records_of(conn, key, seqs=seqs):
+        found.setdefault(record.seq, []).append(record)
+    return found
 
 
 #: What a record holds besides its ids, texts and leaf digests: five hashes of 64 hex digits,

@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import Connection, insert, select, text, update
+from sqlalchemy import Connection, bindparam, insert, select, text, update
 
 from viewstore.domain import leaves
 from viewstore.domain.chain import GENESIS, chain_hash, chain_hash2, event_hash
@@ -152,12 +152,17 @@ def plan(
     *,
     chain_key: bytes | None,
     mark: str = MARK,
+    earlier: list[Redaction] | None = None,
+    previous: str | None = None,
 ) -> Removal | None:
     """What removing the content of the locked event ``at`` (or the strings under ``paths``)
     would write, after checking its link in the chain; None when nothing is left to
-    remove."""
-    earlier = records_of(conn, at.owner, at.seq)
-    previous = _previous_hash(conn, at.owner, at.seq)
+    remove. ``earlier`` (its records) and ``previous`` (the chain hash before it) may be
+    given by a caller that read them for many events at once."""
+    if earlier is None:
+        earlier = records_of(conn, at.owner, at.seq)
+    if previous is None:
+        previous = _previous_hash(conn, at.owner, at.seq)
     checkable = _check_link(at, event_id, previous, earlier, chain_key)
     payload = redacted_payload(at.payload, paths, mark=mark)
     if payload == at.payload:
@@ -179,6 +184,45 @@ def plan(
     return Removal(at, payload, values)
 
 
+def record_values(
+    removal: Removal,
+    *,
+    reason: str,
+    policy: str | None,
+    now: datetime,
+    by: str | None,
+    chain_key: bytes | None,
+) -> dict[str, Any]:
+    """Every column of ``removal``'s record, its own hash included."""
+    values = dict(removal.values)
+    values.update(reason=reason, redacted_at=now, redacted_by=by, policy=policy)
+    values["record_hash"] = record_hash(values, chain_key)
+    return values
+
+
+def database_user(conn: Connection) -> str | None:
+    """Who a record says wrote it: the database user on PostgreSQL, nobody on SQLite."""
+    return conn.execute(text("SELECT current_user")).scalar() if _is_pg(conn) else None
+
+
+def write_removals(
+    conn: Connection, records: Sequence[dict[str, Any]], payloads: Sequence[str]
+) -> None:
+    """The records first (the log's guard looks for them), then the payloads they name."""
+    if not records:
+        return
+    conn.execute(insert(redactions), list(records))
+    conn.execute(
+        update(events)
+        .where(events.c.conversation_id == bindparam("owner"), events.c.seq == bindparam("at"))
+        .values(payload=bindparam("removed")),
+        [
+            {"owner": values["conversation_id"], "at": values["seq"], "removed": payload}
+            for values, payload in zip(records, payloads, strict=True)
+        ],
+    )
+
+
 def apply(
     conn: Connection,
     removal: Removal,
@@ -188,28 +232,19 @@ def apply(
     policy: str | None,
     now: datetime,
     chain_key: bytes | None,
-    copies: bool = True,
 ) -> Redaction:
-    """Write ``removal``: its record first (the log's guard looks for it), then the payload,
-    then (``copies``) every copy of it the holders' rows keep. Compaction passes no copies:
-    it removes events' content only, and an event's view rows hold none."""
-    at = removal.at
-    values = dict(removal.values)
-    values.update(
+    """Write ``removal`` (its record, then the payload), then every copy of it the holders'
+    rows keep."""
+    values = record_values(
+        removal,
         reason=reason,
-        redacted_at=now,
-        redacted_by=conn.execute(text("SELECT current_user")).scalar() if _is_pg(conn) else None,
         policy=policy,
+        now=now,
+        by=database_user(conn),
+        chain_key=chain_key,
     )
-    values["record_hash"] = record_hash(values, chain_key)
-    conn.execute(insert(redactions).values(values))
-    conn.execute(
-        update(events)
-        .where(events.c.conversation_id == at.owner, events.c.seq == at.seq)
-        .values(payload=removal.payload)
-    )
-    if copies:
-        _redact_copies(conn, at, parse_event(removal.payload), holders)
+    write_removals(conn, [values], [removal.payload])
+    _redact_copies(conn, removal.at, parse_event(removal.payload), holders)
     return to_record(values)
 
 
@@ -397,12 +432,16 @@ def to_record(values: Any) -> Redaction:
     )
 
 
-def records_of(conn: Connection, owner: str, seq: int | None = None) -> list[Redaction]:
-    """The redaction records of ``owner``'s own events (of seq ``seq`` only, if given), in
-    seq and round order."""
+def records_of(
+    conn: Connection, owner: str, seq: int | None = None, *, seqs: Sequence[int] = ()
+) -> list[Redaction]:
+    """The redaction records of ``owner``'s own events (of seq ``seq`` only, or of ``seqs``,
+    if given), in seq and round order."""
     query = select(redactions).where(redactions.c.conversation_id == owner)
     if seq is not None:
         query = query.where(redactions.c.seq == seq)
+    if seqs:
+        query = query.where(redactions.c.seq.in_(list(seqs)))
     ordered = query.order_by(redactions.c.seq, redactions.c.round)
     return [to_record(row) for row in conn.execute(ordered)]
 
