@@ -247,3 +247,26 @@ def test_batches_go_on_where_the_last_one_ended(store: EventStore) -> None:
     report = store.compact(older_than=NOW, batch=2)
     assert (report.events, report.small) == (7, 7)
     assert store.verify().ok
+
+
+def test_a_batch_out_of_time_commits_what_it_did_and_the_next_goes_on(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no time to spend, each transaction takes one event: the same events end up
+    compacted, each once."""
+    from viewstore.store import lifecycle_api  # noqa: PLC0415
+
+    monkeypatch.setattr(lifecycle_api, "BATCH_SECONDS", 0.0)
+    _history(store, "c")
+    _history(store, "d")
+    report = store.compact(older_than=NOW)
+    assert (report.events, report.small) == (4, 4)
+    assert sorted(
+        (r.conversation_id, r.event_id) for cid in "cd" for r in store.redactions(cid)
+    ) == [
+        ("c", "o1"),
+        ("c", "o2"),
+        ("d", "o1"),
+        ("d", "o2"),
+    ]
+    assert store.verify().ok

@@ -3,6 +3,7 @@ the conversations a retention policy would erase (``viewstore prune``)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import overload
@@ -20,6 +21,9 @@ from viewstore.store.records import CompactionReport, ForkOrigin, Redaction, Tom
 from viewstore.store.store_core import ConversationId, StoreCore
 
 MAX_REASON = 4096
+#: About how long one transaction of a compaction works before it commits (and, on SQLite,
+#: lets writers in): the most a writer of the conversation (SQLite: any writer) waits for it.
+BATCH_SECONDS = 0.05
 
 
 class LifecycleMethods(StoreCore):
@@ -133,10 +137,12 @@ class LifecycleMethods(StoreCore):
         carries the chain across it; a fork whose view would hold it is refused
         (``CompactedHistoryError``).
 
-        Online: each conversation is locked for ``batch`` events at a time, one transaction
-        each, so appends and forks go on between batches; an interrupted run leaves whole
-        batches done, and running it again goes on. Idempotent. Across the whole store on
-        PostgreSQL, a conversation another transaction holds is skipped (``busy``), so many
+        Online: each conversation is locked for at most ``batch`` events and about 50 ms of
+        work at a time, one transaction each, so appends and forks go on between batches (on
+        SQLite, whose one write lock a batch holds, it then waits as long again); an
+        interrupted run leaves whole batches done, and running it again goes on. Idempotent.
+        Across the whole store on PostgreSQL, a conversation another transaction holds is
+        skipped (``busy``), so many
         sweepers can run at once. ``dry_run``: what would go, nothing written."""
         from viewstore.store.lifecycle import compaction  # noqa: PLC0415 - start-up time (event_store)
 
@@ -158,12 +164,14 @@ class LifecycleMethods(StoreCore):
             nonlocal busy
             after: int | None = 0
             while after is not None:
+                began = time.monotonic()
                 with self._write() as conn:
                     done, after = compaction.compact(
                         conn,
                         key,
                         after=after,
                         limit=batch,
+                        budget=BATCH_SECONDS,
                         cutoff=cutoff,
                         policy=chosen,
                         reason="retention",
@@ -175,6 +183,10 @@ class LifecycleMethods(StoreCore):
                     )
                 busy += done.busy
                 tally.add(done)
+                if after is not None and self.engine.dialect.name == "sqlite":
+                    # The batch held the database's one write lock: as long again without
+                    # it, so waiting writers (whose busy handler polls) get their turn.
+                    time.sleep(time.monotonic() - began)
 
         if named is not None:
             with self._read() as conn:

@@ -22,7 +22,8 @@ Like ``rows``, every function takes an open ``Connection`` and never commits.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -36,6 +37,7 @@ from viewstore.store.append.locking import lock_conversation
 from viewstore.store.database.schema import conversations, events, redactions, view_entries
 from viewstore.store.lifecycle.redaction import (
     Located,
+    Removal,
     database_user,
     lock_holders,
     plan,
@@ -108,6 +110,7 @@ def compact(
     *,
     after: int,
     limit: int,
+    budget: float,
     cutoff: datetime,
     policy: str,
     reason: str,
@@ -117,10 +120,13 @@ def compact(
     dry_run: bool,
     skip_locked: bool,
 ) -> tuple[Tally, int | None]:
-    """Compact up to ``limit`` of ``key``'s events after seq ``after``; the tally and the seq
-    to go on after (None: the conversation is done, or gone). ``skip_locked``: a
-    conversation another transaction holds is left (``Tally.busy``) rather than waited for."""
+    """Compact up to ``limit`` of ``key``'s events after seq ``after``, for about ``budget``
+    seconds of work at most (the conversation stays locked that long: on SQLite, the whole
+    database); the tally and the seq to go on after (None: the conversation is done, or
+    gone). ``skip_locked``: a conversation another transaction holds is left
+    (``Tally.busy``) rather than waited for."""
     tally = Tally()
+    deadline = time.monotonic() + budget
     if lock_conversation(conn, key, skip_locked=skip_locked) is None:
         tally.busy = skip_locked and _exists(conn, key)
         return tally, None
@@ -132,62 +138,89 @@ def compact(
     skip = _held(conn, key, holders[1:]) | _compacted(conn, key, after)
     chosen = [seq for seq in candidates if seq not in skip][:limit]
     by = database_user(conn)
+    last: int | None = None  # the last seq looked at
     for start in range(0, len(chosen), _CHUNK):
         chunk = chosen[start : start + _CHUNK]
-        query = (
-            select(events.c.seq, events.c.event_id, events.c.payload, events.c.hash)
-            .where(
-                events.c.conversation_id == key,
-                events.c.seq.in_(chunk),
-                events.c.recorded_at < cutoff,
-            )
-            .order_by(events.c.seq)
-        )
-        found = conn.execute(query).all()
-        previous = _hashes(conn, key, [int(row.seq) - 1 for row in found])
-        earlier = _records(conn, key, [int(row.seq) for row in found])
         records: list[dict[str, Any]] = []
         payloads: list[str] = []
-        for row in found:
-            seq = int(row.seq)
-            at = Located(key, seq, row.payload, row.hash)
-            try:
-                removal = plan(
-                    conn,
-                    at,
-                    row.event_id,
-                    None,
-                    chain_key=chain_key,
-                    mark=COMPACTED,
-                    earlier=earlier.get(seq, []),
-                    previous=previous.get(seq - 1),
-                )
-            except (ChainMismatchError, InvalidArgumentError):
-                # A damaged link, or an event hashed before scheme 2 in a store without a
-                # chain key: verify names the first, the second cannot be compacted provably.
-                tally.unverifiable += 1
-                continue
-            if removal is None:  # redacted whole already
-                continue
-            freed = removal.freed - _record_bytes(key, row.event_id, reason, policy)
-            if freed < min_freed:
-                tally.small += 1
-                continue
-            records.append(
-                record_values(
-                    removal, reason=reason, policy=policy, now=now, by=by, chain_key=chain_key
-                )
-            )
-            payloads.append(removal.payload)
-            tally.events += 1
-            tally.freed += freed
+        for row, removal in _plans(
+            conn, key, chunk, cutoff=cutoff, chain_key=chain_key, tally=tally
+        ):
+            last = int(row.seq)
+            if removal is not None:
+                freed = removal.freed - _record_bytes(key, row.event_id, reason, policy)
+                if freed < min_freed:
+                    tally.small += 1
+                else:
+                    records.append(
+                        record_values(
+                            removal,
+                            reason=reason,
+                            policy=policy,
+                            now=now,
+                            by=by,
+                            chain_key=chain_key,
+                        )
+                    )
+                    payloads.append(removal.payload)
+                    tally.events += 1
+                    tally.freed += freed
+            if time.monotonic() > deadline:
+                break
         if not dry_run:
             # An event's view rows hold no copy of its payload (docs/schema.md), and only
             # events, never condensations, are compacted: the log row is the only copy.
             write_removals(conn, records, payloads)
+        if time.monotonic() > deadline and last is not None and last != chosen[-1]:
+            return tally, last
     if len(chosen) < limit or not chosen:
         return tally, None
     return tally, chosen[-1]
+
+
+def _plans(
+    conn: Connection,
+    key: str,
+    chunk: list[int],
+    *,
+    cutoff: datetime,
+    chain_key: bytes | None,
+    tally: Tally,
+) -> Iterator[tuple[Any, Removal | None]]:
+    """Each event of ``chunk`` appended before ``cutoff``, and what compacting it would write
+    (None: nothing is left to remove, or its link cannot be checked, counted in ``tally``)."""
+    query = (
+        select(events.c.seq, events.c.event_id, events.c.payload, events.c.hash)
+        .where(
+            events.c.conversation_id == key,
+            events.c.seq.in_(chunk),
+            events.c.recorded_at < cutoff,
+        )
+        .order_by(events.c.seq)
+    )
+    found = conn.execute(query).all()
+    previous = _hashes(conn, key, [int(row.seq) - 1 for row in found])
+    earlier = _records(conn, key, [int(row.seq) for row in found])
+    for row in found:
+        seq = int(row.seq)
+        at = Located(key, seq, row.payload, row.hash)
+        try:
+            removal = plan(
+                conn,
+                at,
+                row.event_id,
+                None,
+                chain_key=chain_key,
+                mark=COMPACTED,
+                earlier=earlier.get(seq, []),
+                previous=previous.get(seq - 1),
+            )
+        except (ChainMismatchError, InvalidArgumentError):
+            # A damaged link, or an event hashed before scheme 2 in a store without a chain
+            # key: verify names the first, the second cannot be compacted provably.
+            tally.unverifiable += 1
+            removal = None
+        yield row, removal
 
 
 def _hashes(conn: Connection, key: str, seqs: list[int]) -> dict[int, str]:
