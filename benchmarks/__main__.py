@@ -8,7 +8,8 @@ printed and written to ``benchmarks/results/`` (cli.json, cli-reads.json, view.j
 store-sqlite.json, store-postgresql.json, web-sqlite.json, web-postgresql.json,
 web-load-sqlite.json, web-load-postgresql.json, prune-sqlite.json,
 prune-postgresql.json, scale-sqlite.json, scale-postgresql.json, fork-sqlite.json,
-fork-postgresql.json, footprint-sqlite.json, footprint-postgresql.json,
+fork-postgresql.json, footprint-sqlite.json, footprint-postgresql.json, compaction-sqlite.json,
+compaction-postgresql.json,
 footprint-design-sqlite.json, footprint-design-postgresql.json, append-floor-sqlite.json,
 server-append.json, statistics.json, statistics-partitioned.json,
 async-sqlite.json, async-postgresql.json, partitions.json, follow-sqlite.json,
@@ -37,6 +38,7 @@ from benchmarks import (
     bench_async,
     bench_cli,
     bench_cli_reads,
+    bench_compaction,
     bench_follow,
     bench_footprint,
     bench_footprint_design,
@@ -116,6 +118,7 @@ def _agent_servers(server_url: str | None, results: Path, quick: bool) -> None:
 
 QUICK_WEB = ["--events", "600", "--repeat", "2"]
 QUICK_PRUNE = ["--conversations", "5", "--events", "20"]
+QUICK_COMPACTION = ["--events", "400", "--conversations", "2", "--writes", "20"]
 #: The suite grows a small store; ``python -m benchmarks.bench_scale`` alone goes to 100,000.
 SCALE = ["--stages", "1000,10000", "--repeat", "10"]
 QUICK_SCALE = ["--stages", "30,90", "--repeat", "2"]
@@ -216,6 +219,12 @@ def _sqlite(quick: bool, scratch: Path, results: Path) -> None:
         + ["--output", str(results / "footprint-sqlite.json")]
         + (QUICK_FOOTPRINT if quick else [])
     )
+    print("\n== compaction: bytes, rate, a writer beside it, SQLite", flush=True)
+    bench_compaction.main(
+        ["--url", f"sqlite:///{scratch / 'compaction.db'}"]
+        + ["--output", str(results / "compaction-sqlite.json")]
+        + (QUICK_COMPACTION if quick else [])
+    )
     print("\n== bytes per conversation in a slimmer schema (a sizing study), SQLite", flush=True)
     bench_footprint_design.main(
         ["--url", f"sqlite:///{scratch / 'footprint-design.db'}"]
@@ -292,6 +301,12 @@ def _postgres(postgres_url: str, quick: bool, results: Path) -> None:
         bench_footprint.main(
             ["--url", url, "--output", str(results / "footprint-postgresql.json")]
             + (QUICK_FOOTPRINT if quick else [])
+        )
+    print("\n== compaction: bytes, rate, a writer beside it, PostgreSQL", flush=True)
+    with scratch_postgres(postgres_url) as url:
+        bench_compaction.main(
+            ["--url", url, "--output", str(results / "compaction-postgresql.json")]
+            + (QUICK_COMPACTION if quick else [])
         )
     print("\n== bytes per conversation in a slimmer schema, PostgreSQL", flush=True)
     with scratch_postgres(postgres_url) as url:

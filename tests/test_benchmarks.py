@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,6 +39,7 @@ def test_suite_runs_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert footprint[shape]["plain_bytes"] > 0
         assert footprint[shape]["tables"]["events"] > 0
     assert footprint["condensed"]["view_length"] < footprint["history"]["view_length"]
+    _check_compaction(json.loads((tmp_path / "compaction-sqlite.json").read_text()))
     design = json.loads((tmp_path / "footprint-design-sqlite.json").read_text())
     for shape in ("history", "condensed"):
         assert design[shape]["rows"]["d_events"] == design[shape]["events"]
@@ -71,6 +73,17 @@ def test_suite_runs_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]
             assert openhands["resume"][shape]["speedup"] > 0
 
 
+def _check_compaction(found: dict[str, Any]) -> None:
+    """The history shape has nothing forgotten; the large condensed one frees bytes; the
+    writer ran beside the sweeper."""
+    assert found["history"]["events_compacted"] == 0
+    assert found["history"]["compacted_bytes"] == found["history"]["store_bytes"]
+    large = found["condensed-large"]
+    assert large["events_compacted"] > 0 and large["compacted_bytes"] < large["store_bytes"]
+    assert found["interference"]["events_compacted"] > 0
+    assert found["interference"]["writes_beside"] > 0
+
+
 @pytest.mark.postgres
 def test_suite_runs_on_postgres(pg_server_url: str, tmp_path: Path) -> None:
     # The PostgreSQL part of the suite: what comes before it (the command line, the pure
@@ -81,6 +94,7 @@ def test_suite_runs_on_postgres(pg_server_url: str, tmp_path: Path) -> None:
     assert set(store["writers"]) >= {"1", "2", "4"}
     footprint = json.loads((tmp_path / "footprint-postgresql.json").read_text())
     assert footprint["history"]["tables"]["events"] > 0
+    _check_compaction(json.loads((tmp_path / "compaction-postgresql.json").read_text()))
     design = json.loads((tmp_path / "footprint-design-postgresql.json").read_text())
     assert design["condensed"]["rows"]["d_forgotten_spans"] > 0
     scale = json.loads((tmp_path / "scale-postgresql.json").read_text())

@@ -196,6 +196,7 @@ NEEDS_A_STORE: dict[str, list[str]] = {
     "ingest": ["--port", "0"],
     "list": [],
     "prune": ["--inactive-for", "1d", "--dry-run"],
+    "retention": ["run", "--policy", "policy.toml", "--dry-run"],
     "rebuild": [],
     "redact": ["c", "e1", "--reason", "r"],
     "refresh": [],

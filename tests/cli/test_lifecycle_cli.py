@@ -1,5 +1,5 @@
-"""``viewstore erase``, ``viewstore prune`` and ``viewstore compact``, run as a user runs them,
-on both backends."""
+"""``viewstore erase``, ``prune``, ``compact`` and ``retention``, run as a user runs them, on
+both backends."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -338,3 +339,57 @@ def test_a_killed_compaction_leaves_whole_events_and_a_rerun_finishes(db_url: st
     assert {name: store.view(name).event_ids for name in names} == views
     assert store.verify().ok
     store.close()
+
+
+_POLICY = """
+[default]
+compact_after = "0d"
+delete_idle_after = "90d"
+
+[conversations.keep]
+delete_idle_after = "never"
+"""
+
+
+def test_retention_show_and_run(db_url: str, tmp_path: Path) -> None:
+    policy = tmp_path / "retention.toml"
+    policy.write_text(_POLICY)
+    store = _store(db_url, ["old", "keep"])
+    _condensed(store, "c", 2)
+    _age(store, ["old", "keep"], days=100)
+    shown = run("retention", "show", "--policy", str(policy), url=db_url)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == [
+        "default: compact after 0s, delete idle after 90d",
+        "keep: compact after 0s, delete idle after never",
+    ]
+    dry = run("retention", "run", "--policy", str(policy), "--dry-run", "--json", url=db_url)
+    assert json.loads(dry.stdout)["erased"] == ["old"]
+    assert sorted(store.conversation_ids()) == ["c", "keep", "old"]
+    done = run("retention", "run", "--policy", str(policy), url=db_url)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("retention (did): erased 1 idle conversation(s); compacted 2")
+    assert sorted(store.conversation_ids()) == ["c", "keep"]
+    assert len(store.redactions("c")) == 2
+    store.close()
+
+
+@pytest.mark.parametrize(
+    ("content", "args", "says"),
+    [
+        ('[default]\ncompact_after = "30y"', [], "default.compact_after"),
+        ("[default", [], "not TOML"),
+        (None, [], "cannot read the policy"),
+        ('[default]\ncompact_after = "30d"', ["--every", "0s"], "--every"),
+        ('[default]\ncompact_after = "30d"', ["--every", "soon"], "--every"),
+    ],
+)
+def test_retention_refuses_a_bad_policy_in_one_line(
+    sqlite_url: str, tmp_path: Path, content: str | None, args: list[str], says: str
+) -> None:
+    _store(sqlite_url, ["a"]).close()
+    policy = tmp_path / "retention.toml"
+    if content is not None:
+        policy.write_text(content)
+    done = run("retention", "run", "--policy", str(policy), *args, url=sqlite_url)
+    assert done.returncode == 2 and says in error_line(done), done.stderr

@@ -275,6 +275,7 @@ class AsyncEventStore:
     fork = _writer(EventStore.fork)
     redact = _writer(EventStore.redact)
     compact = _writer(EventStore.compact)
+    apply_retention = _writer(EventStore.apply_retention)
     erase = _writer(EventStore.erase)
     rebuild = _writer(EventStore.rebuild)
 

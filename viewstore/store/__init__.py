@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         conversation_key,
         new_conversation_key,
     )
+    from viewstore.store.lifecycle.policy import RetentionPolicy
     from viewstore.store.pausing import pause
     from viewstore.store.records import (
         AppendResult,
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
         FeedEntry,
         ForkOrigin,
         Redaction,
+        RetentionReport,
         RunnerClaim,
         ServerConversation,
         SourceInfo,
@@ -93,6 +95,7 @@ _OFFERED = {
         "new_conversation_key",
     ],
     "viewstore.store.pausing": ["pause"],
+    "viewstore.store.lifecycle.policy": ["RetentionPolicy"],
     "viewstore.store.cursors": [
         "EXACT_COUNT_LIMIT",
         "MAX_CURSOR",
@@ -116,6 +119,7 @@ _OFFERED = {
         "FeedEntry",
         "ForkOrigin",
         "Redaction",
+        "RetentionReport",
         "RunnerClaim",
         "ServerConversation",
         "SourceInfo",
@@ -157,6 +161,8 @@ __all__ = [  # every name of _OFFERED (tests/test_layers.py)
     "ListenTarget",
     "Order",
     "Redaction",
+    "RetentionPolicy",
+    "RetentionReport",
     "RunnerClaim",
     "ServerConversation",
     "ServerOrder",

@@ -4,11 +4,19 @@ the conversations a retention policy would erase (``viewstore prune``)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import overload
+from typing import TYPE_CHECKING, Any, overload
 
-from viewstore.domain.errors import InvalidArgumentError
+from sqlalchemy import select
+
+from viewstore.domain.errors import (
+    ConversationErasedError,
+    ConversationHasForksError,
+    ConversationNotFoundError,
+    InvalidArgumentError,
+)
+from viewstore.store.database.schema import conversations
 from viewstore.store.inputs import (
     MAX_SQL_INTEGER,
     check_integer,
@@ -17,10 +25,21 @@ from viewstore.store.inputs import (
 )
 from viewstore.store.lifecycle import erasure
 from viewstore.store.read import reads
-from viewstore.store.records import CompactionReport, ForkOrigin, Redaction, Tombstone
+from viewstore.store.records import (
+    CompactionReport,
+    ForkOrigin,
+    Redaction,
+    RetentionReport,
+    Tombstone,
+)
 from viewstore.store.store_core import ConversationId, StoreCore
 
+if TYPE_CHECKING:
+    from viewstore.store.lifecycle.policy import RetentionPolicy
+
 MAX_REASON = 4096
+#: Idle conversations looked up per round of a policy's erasures.
+EXPIRE_BATCH = 100
 #: About how long one transaction of a compaction works before it commits (and, on SQLite,
 #: lets writers in): the most a writer of the conversation (SQLite: any writer) waits for it.
 BATCH_SECONDS = 0.05
@@ -159,51 +178,35 @@ class LifecycleMethods(StoreCore):
         named = None if conversation_id is None else conversation_key(conversation_id)
         tally = compaction.Tally()
         seen = busy = 0
-
-        def one(key: str, skip_locked: bool) -> None:
-            nonlocal busy
-            after: int | None = 0
-            while after is not None:
-                began = time.monotonic()
-                with self._write() as conn:
-                    done, after = compaction.compact(
-                        conn,
-                        key,
-                        after=after,
-                        limit=batch,
-                        budget=BATCH_SECONDS,
-                        cutoff=cutoff,
-                        policy=chosen,
-                        reason="retention",
-                        min_freed=min_freed,
-                        now=now,
-                        chain_key=self._chain_key,
-                        dry_run=dry_run,
-                        skip_locked=skip_locked,
-                    )
-                busy += done.busy
-                tally.add(done)
-                if after is not None and self.engine.dialect.name == "sqlite":
-                    # The batch held the database's one write lock: as long again without
-                    # it, so waiting writers (whose busy handler polls) get their turn.
-                    time.sleep(time.monotonic() - began)
-
         if named is not None:
             with self._read() as conn:
                 reads.conversation_row(conn, named)
-            one(named, False)
+            busy = self._compact_conversation(
+                named,
+                cutoff=cutoff,
+                policy=chosen,
+                min_freed=min_freed,
+                dry_run=dry_run,
+                skip_locked=False,
+                batch=batch,
+                now=now,
+                tally=tally,
+            )
             seen = 1
         else:
-            last: str | None = None
-            while True:
-                with self._read() as conn:
-                    page = compaction.conversation_ids(conn, last, 1000)
-                if not page:
-                    break
-                for key in page:
-                    one(key, True)
-                seen += len(page)
-                last = page[-1]
+            for key in self._every_conversation():
+                busy += self._compact_conversation(
+                    key,
+                    cutoff=cutoff,
+                    policy=chosen,
+                    min_freed=min_freed,
+                    dry_run=dry_run,
+                    skip_locked=True,
+                    batch=batch,
+                    now=now,
+                    tally=tally,
+                )
+                seen += 1
         return CompactionReport(
             cutoff=cutoff,
             policy=chosen,
@@ -215,6 +218,153 @@ class LifecycleMethods(StoreCore):
             unverifiable=tally.unverifiable,
             busy=busy,
         )
+
+    def _every_conversation(self) -> Iterator[str]:
+        """Every conversation id, in id order, read a page at a time (a sweep)."""
+        from viewstore.store.lifecycle import compaction  # noqa: PLC0415 - start-up time (event_store)
+
+        last: str | None = None
+        while True:
+            with self._read() as conn:
+                page = compaction.conversation_ids(conn, last, 1000)
+            if not page:
+                return
+            yield from page
+            last = page[-1]
+
+    def _compact_conversation(
+        self,
+        key: str,
+        *,
+        cutoff: datetime,
+        policy: str,
+        min_freed: int,
+        dry_run: bool,
+        skip_locked: bool,
+        batch: int,
+        now: datetime,
+        tally: Any,
+    ) -> int:
+        """Compact ``key``'s own log batch by batch into ``tally``; 1 if it was busy."""
+        from viewstore.store.lifecycle import compaction  # noqa: PLC0415 - start-up time (event_store)
+
+        busy = 0
+        after: int | None = 0
+        while after is not None:
+            began = time.monotonic()
+            with self._write() as conn:
+                done, after = compaction.compact(
+                    conn,
+                    key,
+                    after=after,
+                    limit=batch,
+                    budget=BATCH_SECONDS,
+                    cutoff=cutoff,
+                    policy=policy,
+                    reason="retention",
+                    min_freed=min_freed,
+                    now=now,
+                    chain_key=self._chain_key,
+                    dry_run=dry_run,
+                    skip_locked=skip_locked,
+                )
+            busy |= done.busy
+            tally.add(done)
+            if after is not None and self.engine.dialect.name == "sqlite":
+                # The batch held the database's one write lock: as long again without it, so
+                # waiting writers (whose busy handler polls) get their turn.
+                time.sleep(time.monotonic() - began)
+        return busy
+
+    def apply_retention(self, policy: RetentionPolicy, *, dry_run: bool = False) -> RetentionReport:
+        """Apply a retention policy (``viewstore.store.lifecycle.policy``, docs/retention.md)
+        to the whole store: erase each conversation idle for longer than its
+        ``delete_idle_after`` (forks before their sources, as ``viewstore prune`` does), then
+        compact each remaining conversation's forgotten events older than its
+        ``compact_after``. A conversation's own rules replace the default's. ``dry_run``:
+        what would go, nothing written (of the erasures, the first round: a source whose
+        forks would go first is not listed)."""
+        from viewstore.store.lifecycle import compaction  # noqa: PLC0415 - start-up time (event_store)
+        from viewstore.store.lifecycle import policy as policies  # noqa: PLC0415 - start-up time
+
+        if not isinstance(policy, policies.RetentionPolicy):
+            raise InvalidArgumentError(f"policy must be a RetentionPolicy, got {policy!r}")
+        now = datetime.now(UTC)
+        erased = self._expire(policy, now, dry_run)
+        tally = compaction.Tally()
+        seen = busy = 0
+        for key in self._every_conversation():
+            rules = policy.for_conversation(key)
+            if rules.compact_after is None:
+                continue
+            busy += self._compact_conversation(
+                key,
+                cutoff=now - rules.compact_after,
+                policy=f"compact after {policies.render(rules.compact_after)}",
+                min_freed=1,
+                dry_run=dry_run,
+                skip_locked=True,
+                batch=500,
+                now=now,
+                tally=tally,
+            )
+            seen += 1
+        return RetentionReport(
+            dry_run=dry_run,
+            erased=tuple(erased),
+            compacted_conversations=seen,
+            events=tally.events,
+            bytes_freed=tally.freed,
+            small=tally.small,
+            unverifiable=tally.unverifiable,
+            busy=busy,
+        )
+
+    def _expire(self, policy: RetentionPolicy, now: datetime, dry_run: bool) -> list[str]:
+        """The erasures a policy asks for: the conversations it names, by their own rule, then
+        the rest by the default's, in rounds, oldest first."""
+        found: list[str] = []
+        for key, rules in sorted(policy.conversations.items()):
+            if rules.delete_idle_after is not None and self._expire_one(
+                key, now - rules.delete_idle_after, rules, dry_run
+            ):
+                found.append(key)
+        period = policy.default.delete_idle_after
+        if period is None:
+            return found
+        before = now - period
+        passed: set[str] = set(policy.conversations)
+        while True:
+            with self._read() as conn:
+                batch = erasure.inactive(conn, before, EXPIRE_BATCH + len(passed))
+            fresh = [key for key in batch if key not in passed]
+            if not fresh:
+                return found
+            for key in fresh:
+                passed.add(key)
+                if self._expire_one(key, before, policy.default, dry_run):
+                    found.append(key)
+
+    def _expire_one(self, key: str, before: datetime, rules: Any, dry_run: bool) -> bool:
+        """Erase ``key`` if it was last appended to before ``before`` (checked under its lock)
+        and has no forks; whether it went (would go)."""
+        from viewstore.store.lifecycle import policy as policies  # noqa: PLC0415 - start-up time (event_store)
+
+        if dry_run:
+            with self._read() as conn:
+                found = conn.execute(
+                    select(conversations.c.updated_at).where(conversations.c.id == key)
+                ).first()
+                return (
+                    found is not None
+                    and reads.aware(found.updated_at) < before
+                    and not erasure.forks_of(conn, key)
+                )
+        reason = f"retention: idle for {policies.render(rules.delete_idle_after)}"
+        try:
+            return self.erase(key, reason=reason, inactive_before=before) is not None
+        except (ConversationHasForksError, ConversationNotFoundError, ConversationErasedError):
+            return False
 
     def fork_origin(self, conversation_id: ConversationId) -> ForkOrigin | None:
         """Where the conversation was forked from, or None if it is not a fork."""

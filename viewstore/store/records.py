@@ -244,6 +244,34 @@ class CompactionReport:
 
 
 @dataclass(frozen=True)
+class RetentionReport:
+    """What ``store.apply_retention()`` did (or, ``dry_run``, would do): the conversations it
+    erased for being idle, and what compacting the others took and left (as
+    :class:`CompactionReport` counts them). docs/retention.md."""
+
+    dry_run: bool
+    erased: tuple[str, ...]
+    compacted_conversations: int
+    events: int
+    bytes_freed: int
+    small: int
+    unverifiable: int
+    busy: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "erased": list(self.erased),
+            "compacted_conversations": self.compacted_conversations,
+            "events": self.events,
+            "bytes_freed": self.bytes_freed,
+            "small": self.small,
+            "unverifiable": self.unverifiable,
+            "busy": self.busy,
+        }
+
+
+@dataclass(frozen=True)
 class Tombstone:
     """What is left of an erased conversation (``store.erase()``): how many events it had,
     the hash its chain ended on, when it was created, last appended to and erased, why, and

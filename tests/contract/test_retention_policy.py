@@ -1,0 +1,131 @@
+"""Retention by policy (``store.apply_retention``, docs/retention.md): the default and each
+conversation's own rules decide what is erased for being idle and what is compacted; ``never``
+keeps; a dry run writes nothing. On every layout, through both API flavours."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from viewstore import EventStore, InvalidArgumentError, RetentionPolicy, RetentionReport
+
+from ..ops._helpers import action, condensation, dump, message
+
+BIG = "a line of a long tool output\n" * 200
+
+
+def _condensed(store: EventStore, cid: str) -> None:
+    store.append(
+        cid,
+        [
+            message(f"{cid}-m"),
+            action(f"{cid}-a", "t1"),
+            {
+                "id": f"{cid}-o",
+                "source": "environment",
+                "tool_name": "terminal",
+                "tool_call_id": "t1",
+                "action_id": f"{cid}-a",
+                "observation": {"content": [{"type": "text", "text": BIG}], "kind": "X"},
+                "kind": "ObservationEvent",
+            },
+            condensation(f"{cid}-k", (f"{cid}-a", f"{cid}-o")),
+        ],
+    )
+
+
+def _idle(store: EventStore, cids: list[str], days: int) -> None:
+    """Make conversations look last appended to ``days`` ago (the conversation row is not
+    append-only; only the log is)."""
+    then: Any = datetime.now(UTC) - timedelta(days=days)
+    if store.engine.dialect.name == "sqlite":  # the text form the store writes there
+        then = f"{then:%Y-%m-%d %H:%M:%S.%f}"
+    with store.engine.begin() as conn:
+        for cid in cids:
+            conn.execute(
+                text("UPDATE conversations SET updated_at = :t WHERE id = :c"),
+                {"t": then, "c": cid},
+            )
+
+
+POLICY = """
+[default]
+compact_after = "0d"
+delete_idle_after = "90d"
+
+[conversations."hold"]
+compact_after = "never"
+delete_idle_after = "never"
+
+[conversations."short"]
+delete_idle_after = "10d"
+"""
+
+
+def test_a_policy_erases_the_idle_and_compacts_the_rest(store: EventStore) -> None:
+    for cid in ("old", "hold", "short", "fresh"):
+        _condensed(store, cid)
+    _idle(store, ["old", "hold"], days=100)
+    _idle(store, ["short"], days=20)
+    report = store.apply_retention(RetentionPolicy.from_toml(POLICY))
+    assert isinstance(report, RetentionReport)
+    assert sorted(report.erased) == ["old", "short"]
+    assert sorted(store.conversation_ids()) == ["fresh", "hold"]
+    assert store.tombstone("old").reason == "retention: idle for 90d"  # type: ignore[union-attr]
+    assert store.tombstone("short").reason == "retention: idle for 10d"  # type: ignore[union-attr]
+    assert (report.events, report.compacted_conversations) == (1, 1)  # fresh's output; hold never
+    assert [r.policy for r in store.redactions("fresh")] == ["compact after 0s"]
+    assert store.redactions("hold") == []
+    assert store.verify("fresh").ok  # (hold's aged row is what verify would name)
+
+
+def test_a_dry_run_writes_nothing(store: EventStore) -> None:
+    for cid in ("old", "fresh"):
+        _condensed(store, cid)
+    _idle(store, ["old"], days=100)
+    before = dump(store.engine)
+    report = store.apply_retention(RetentionPolicy.from_toml(POLICY), dry_run=True)
+    assert (report.dry_run, list(report.erased), report.events) == (True, ["old"], 2)
+    assert dump(store.engine) == before
+
+
+def test_forks_go_before_their_sources(store: EventStore) -> None:
+    _condensed(store, "src")
+    store.fork("src", 4, "fork")
+    _idle(store, ["src", "fork"], days=100)
+    report = store.apply_retention(
+        RetentionPolicy.from_toml('[default]\ndelete_idle_after = "90d"')
+    )
+    assert list(report.erased) == ["fork", "src"]
+    assert store.conversation_ids() == []
+
+
+def test_an_empty_policy_keeps_everything(store: EventStore) -> None:
+    _condensed(store, "c")
+    _idle(store, ["c"], days=1000)
+    report = store.apply_retention(RetentionPolicy.from_toml(""))
+    assert (report.erased, report.events, report.compacted_conversations) == ((), 0, 0)
+    assert store.conversation_ids() == ["c"]
+
+
+@pytest.mark.parametrize(
+    ("toml", "named"),
+    [
+        ('[default]\ncompact_after = "30y"', "default.compact_after"),
+        ('[default]\ncompact_afer = "30d"', "compact_afer"),
+        ('[defaults]\ncompact_after = "30d"', "defaults"),
+        ("[conversations.c]\ndelete_idle_after = 30", "conversations.c.delete_idle_after"),
+        ("[default", "TOML"),
+    ],
+)
+def test_a_bad_policy_is_refused_with_where(toml: str, named: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=named.replace(".", r"\.")):
+        RetentionPolicy.from_toml(toml)
+
+
+def test_the_policy_is_not_anything_else(store: EventStore) -> None:
+    with pytest.raises(InvalidArgumentError, match="RetentionPolicy"):
+        store.apply_retention({"default": {}})  # type: ignore[arg-type]

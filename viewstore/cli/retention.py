@@ -1,0 +1,85 @@
+"""Retention by policy file (docs/retention.md): ``viewstore retention show`` checks and prints
+a policy, ``viewstore retention run`` applies it once or, with ``--every``, again and again."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from viewstore.cli.app import Context, cli, json_option, pass_state
+from viewstore.cli.lifecycle import parse_duration
+from viewstore.store import RetentionPolicy
+
+_POLICY = click.option(
+    "--policy",
+    "policy_file",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="The policy, a TOML file (docs/retention.md).",
+)
+
+
+@cli.group()
+def retention() -> None:
+    """Apply a retention policy: compact what every view forgot, erase idle conversations."""
+
+
+@retention.command()
+@_POLICY
+@json_option
+@pass_state
+def show(state: Context, policy_file: Path, as_json: bool) -> None:
+    """Check a policy file and print the rules it gives, default and overrides."""
+    policy = RetentionPolicy.from_file(policy_file)
+    if as_json:
+        state.print_json(policy.to_dict())
+        return
+    rows = [("default", policy.default), *sorted(policy.conversations.items())]
+    for scope, rules in rows:
+        shown = rules.to_dict()
+        state.out.print(
+            f"{scope}: compact after {shown['compact_after']}, "
+            f"delete idle after {shown['delete_idle_after']}",
+            markup=False,
+        )
+
+
+@retention.command()
+@_POLICY
+@click.option("--dry-run", is_flag=True, help="Count what would go; change nothing.")
+@click.option(
+    "--every",
+    default=None,
+    metavar="DURATION",
+    help="Run again after this long, until stopped (a sweeper: 1h, 30m).",
+)
+@json_option
+@pass_state
+def run(state: Context, policy_file: Path, dry_run: bool, every: str | None, as_json: bool) -> None:
+    """Apply a retention policy to every conversation of the store.
+
+    First the erasures: each conversation idle for longer than its delete_idle_after goes
+    (forks before their sources), leaving a tombstone. Then compaction: the content of each
+    event every view forgot, older than compact_after, becomes [compacted]. The policy file
+    is read again before each run. Safe to interrupt and run again; on PostgreSQL several may
+    run at once."""
+    period = None if every is None else parse_duration(every, "--every")
+    store = state.store  # first: a missing database is the error to give
+    while True:
+        report = store.apply_retention(RetentionPolicy.from_file(policy_file), dry_run=dry_run)
+        if as_json:
+            state.print_json(report.to_dict())
+        else:
+            verb = "would" if dry_run else "did"
+            state.out.print(
+                f"retention ({verb}): erased {len(report.erased)} idle conversation(s); "
+                f"compacted {report.events} event(s) of {report.compacted_conversations} "
+                f"conversation(s), {report.bytes_freed} bytes",
+                markup=False,
+            )
+        if period is None:
+            return
+        time.sleep(period.total_seconds())
