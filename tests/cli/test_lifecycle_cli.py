@@ -368,7 +368,7 @@ def test_retention_show_and_run(db_url: str, tmp_path: Path) -> None:
     assert sorted(store.conversation_ids()) == ["c", "keep", "old"]
     done = run("retention", "run", "--policy", str(policy), url=db_url)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("retention (did): erased 1 idle conversation(s); compacted 2")
+    assert done.stdout.startswith("erased 1 idle conversation(s); compacted 2 event(s)")
     assert sorted(store.conversation_ids()) == ["c", "keep"]
     assert len(store.redactions("c")) == 2
     store.close()

@@ -73,10 +73,12 @@ def run(state: Context, policy_file: Path, dry_run: bool, every: str | None, as_
         if as_json:
             state.print_json(report.to_dict())
         else:
-            verb = "would" if dry_run else "did"
+            erase, compact = (
+                ("would erase", "would compact") if dry_run else ("erased", "compacted")
+            )
             state.out.print(
-                f"retention ({verb}): erased {len(report.erased)} idle conversation(s); "
-                f"compacted {report.events} event(s) of {report.compacted_conversations} "
+                f"{erase} {len(report.erased)} idle conversation(s); {compact} "
+                f"{report.events} event(s) of {report.compacted_conversations} "
                 f"conversation(s), {report.bytes_freed} bytes",
                 markup=False,
             )
