@@ -16,7 +16,9 @@ again after ``compact(older_than=0)`` and another vacuum.
 **Rate and interference.** ``--conversations`` condensed conversations of ``--events`` events
 are stored; a writer appends one event at a time to a conversation of its own, alone, then
 while another process compacts the whole store. The result gives the compaction's events per
-second and the writer's median and 95th percentile latency beside it against alone.
+second and the writer's latency beside it (median, 95th and 99th percentile, worst) against
+alone (measured before the sweeper starts and after it ends). The sweeper runs at ``--pace``
+(``store.compact(pace=...)``: it rests that many times as long as each batch worked).
 """
 
 from __future__ import annotations
@@ -177,13 +179,13 @@ def _writer_latencies(store: EventStore, key: str, first: int, count: int) -> li
     return found
 
 
-def _compact_all(url: str, schema: str | None, started: Any, done: Any) -> None:
+def _compact_all(url: str, schema: str | None, pace: float, started: Any, done: Any) -> None:
     """The sweeper's process: it says when it starts, and puts what it compacted and how long
     it took."""
     with EventStore(url, schema=schema) as store:
         started.set()
         began = time.perf_counter()
-        report = store.compact(older_than=timedelta(0))
+        report = store.compact(older_than=timedelta(0), pace=pace)
         done.put((report.events, time.perf_counter() - began))
 
 
@@ -201,7 +203,9 @@ def _latencies(samples: list[float], name: str) -> dict[str, float]:
     }
 
 
-def measure_interference(url: str, conversations: int, count: int, writes: int) -> dict[str, Any]:
+def measure_interference(
+    url: str, conversations: int, count: int, writes: int, pace: float
+) -> dict[str, Any]:
     store, drop = _store_for(url, "rate")
     schema = None if url.startswith("sqlite") else "bench_compaction_rate"
     target = str(store.engine.url.render_as_string(hide_password=False))
@@ -215,7 +219,7 @@ def measure_interference(url: str, conversations: int, count: int, writes: int) 
         alone = _writer_latencies(store, "writer", 1, writes)
         context = multiprocessing.get_context("spawn")
         started, done = context.Event(), context.Queue()
-        sweeper = context.Process(target=_compact_all, args=(target, schema, started, done))
+        sweeper = context.Process(target=_compact_all, args=(target, schema, pace, started, done))
         sweeper.start()
         started.wait()
         # Appended one at a time while the sweeper runs, measured only while it does.
@@ -226,6 +230,8 @@ def measure_interference(url: str, conversations: int, count: int, writes: int) 
             first += 10
         compacted, elapsed = done.get()
         sweeper.join()
+        # Alone again after it: the machine's own drift then weighs on both sides alike.
+        alone += _writer_latencies(store, "writer", first, writes)
         assert store.verify().ok
     finally:
         store.close()
@@ -233,6 +239,7 @@ def measure_interference(url: str, conversations: int, count: int, writes: int) 
     ratio = median(beside) / median(alone)
     return {
         "conversations": conversations,
+        "pace": pace,
         "events": conversations * len(events),
         "events_compacted": compacted,
         "compact_seconds": elapsed,
@@ -261,7 +268,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         results[name] = measure_bytes(args.url, name, events)
     print("... rate and a writer beside it", file=sys.stderr, flush=True)
     results["interference"] = measure_interference(
-        args.url, args.conversations, args.events, args.writes
+        args.url, args.conversations, args.events, args.writes, args.pace
     )
     return results
 
@@ -280,7 +287,8 @@ def report(results: dict[str, Any]) -> str:
         )
     r = results["interference"]
     lines.append(
-        f"  whole store of {r['events']} events in {r['conversations']} conversations: "
+        f"  whole store of {r['events']} events in {r['conversations']} conversations, pace "
+        f"{r['pace']}: "
         f"{r['events_compacted']} compacted in {r['compact_seconds']:.1f} s = "
         f"{r['events_per_second']:.0f} events/s"
     )
@@ -305,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=6000)
     parser.add_argument("--conversations", type=int, default=20)
     parser.add_argument("--writes", type=int, default=200)
+    parser.add_argument("--pace", type=float, default=1.0, help="the sweeper's pace")
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args(argv)
     results = run(args)

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from sqlalchemy import text
 
 from viewstore import EventStore
 
-from ..ops._helpers import action, condensation, message, observation
+from ..ops._helpers import action, age, condensation, message, observation
 from ._process import SCRIPT, clean_env, error_line, run
 
 
@@ -27,20 +26,6 @@ def _store(url: str, names: list[str]) -> EventStore:
     for name in names:
         store.append(name, [message(f"{name}-1"), message(f"{name}-2")])
     return store
-
-
-def _age(store: EventStore, names: list[str], days: int) -> None:
-    """Make conversations look last appended to ``days`` ago (the conversation row is not
-    append-only; only the log is)."""
-    then: object = datetime.now(UTC) - timedelta(days=days)
-    if store.engine.dialect.name == "sqlite":  # the text form the store writes there
-        then = f"{then:%Y-%m-%d %H:%M:%S.%f}"
-    with store.engine.begin() as conn:
-        for name in names:
-            conn.execute(
-                text("UPDATE conversations SET updated_at = :t WHERE id = :c"),
-                {"t": then, "c": name},
-            )
 
 
 def test_erase_prints_the_tombstone(db_url: str) -> None:
@@ -63,7 +48,7 @@ def test_erase_prints_the_tombstone(db_url: str) -> None:
 
 def test_prune_dry_run_then_prune(db_url: str) -> None:
     store = _store(db_url, ["old1", "old2", "recent"])
-    _age(store, ["old1", "old2"], days=100)
+    age(store, ["old1", "old2"], days=100)
     dry = run("prune", "--inactive-for", "90d", "--dry-run", url=db_url)
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.split() == ["old1", "old2"]
@@ -93,7 +78,7 @@ def test_a_killed_prune_leaves_whole_conversations_and_a_rerun_finishes(db_url: 
     store = _store(db_url, [])
     for name in names:
         store.append(name, [message(f"{name}-{j}") for j in range(20)])
-    _age(store, names, days=100)
+    age(store, names, days=100)
     process = subprocess.Popen(
         [SCRIPT, "--url", db_url, "prune", "--inactive-for", "90d"],
         stdout=subprocess.DEVNULL,
@@ -175,7 +160,7 @@ def test_prune_erases_forks_before_their_source(db_url: str) -> None:
     store.fork("src", 1, "old-fork")
     store.fork("live", 1, "busy-fork")
     store.append("busy-fork", [message("busy")])
-    _age(store, ["src", "old-fork", "live"], days=100)
+    age(store, ["src", "old-fork", "live"], days=100)
     done = run("prune", "--inactive-for", "90d", "--json", url=db_url)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["erased"] == ["old-fork", "src"]
@@ -356,7 +341,7 @@ def test_retention_show_and_run(db_url: str, tmp_path: Path) -> None:
     policy.write_text(_POLICY)
     store = _store(db_url, ["old", "keep"])
     _condensed(store, "c", 2)
-    _age(store, ["old", "keep"], days=100)
+    age(store, ["old", "keep"], days=100)
     shown = run("retention", "show", "--policy", str(policy), url=db_url)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.splitlines() == [

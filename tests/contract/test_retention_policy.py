@@ -4,15 +4,11 @@ keeps; a dry run writes nothing. On every layout, through both API flavours."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-from typing import Any
-
 import pytest
-from sqlalchemy import text
 
 from viewstore import EventStore, InvalidArgumentError, RetentionPolicy, RetentionReport
 
-from ..ops._helpers import action, condensation, dump, message
+from ..ops._helpers import action, age, condensation, dump, message
 
 BIG = "a line of a long tool output\n" * 200
 
@@ -37,20 +33,6 @@ def _condensed(store: EventStore, cid: str) -> None:
     )
 
 
-def _idle(store: EventStore, cids: list[str], days: int) -> None:
-    """Make conversations look last appended to ``days`` ago (the conversation row is not
-    append-only; only the log is)."""
-    then: Any = datetime.now(UTC) - timedelta(days=days)
-    if store.engine.dialect.name == "sqlite":  # the text form the store writes there
-        then = f"{then:%Y-%m-%d %H:%M:%S.%f}"
-    with store.engine.begin() as conn:
-        for cid in cids:
-            conn.execute(
-                text("UPDATE conversations SET updated_at = :t WHERE id = :c"),
-                {"t": then, "c": cid},
-            )
-
-
 POLICY = """
 [default]
 compact_after = "0d"
@@ -68,8 +50,8 @@ delete_idle_after = "10d"
 def test_a_policy_erases_the_idle_and_compacts_the_rest(store: EventStore) -> None:
     for cid in ("old", "hold", "short", "fresh"):
         _condensed(store, cid)
-    _idle(store, ["old", "hold"], days=100)
-    _idle(store, ["short"], days=20)
+    age(store, ["old", "hold"], days=100)
+    age(store, ["short"], days=20)
     report = store.apply_retention(RetentionPolicy.from_toml(POLICY))
     assert isinstance(report, RetentionReport)
     assert sorted(report.erased) == ["old", "short"]
@@ -85,7 +67,7 @@ def test_a_policy_erases_the_idle_and_compacts_the_rest(store: EventStore) -> No
 def test_a_dry_run_writes_nothing(store: EventStore) -> None:
     for cid in ("old", "fresh"):
         _condensed(store, cid)
-    _idle(store, ["old"], days=100)
+    age(store, ["old"], days=100)
     before = dump(store.engine)
     report = store.apply_retention(RetentionPolicy.from_toml(POLICY), dry_run=True)
     assert (report.dry_run, list(report.erased), report.events) == (True, ["old"], 2)
@@ -95,7 +77,7 @@ def test_a_dry_run_writes_nothing(store: EventStore) -> None:
 def test_forks_go_before_their_sources(store: EventStore) -> None:
     _condensed(store, "src")
     store.fork("src", 4, "fork")
-    _idle(store, ["src", "fork"], days=100)
+    age(store, ["src", "fork"], days=100)
     report = store.apply_retention(
         RetentionPolicy.from_toml('[default]\ndelete_idle_after = "90d"')
     )
@@ -105,7 +87,7 @@ def test_forks_go_before_their_sources(store: EventStore) -> None:
 
 def test_an_empty_policy_keeps_everything(store: EventStore) -> None:
     _condensed(store, "c")
-    _idle(store, ["c"], days=1000)
+    age(store, ["c"], days=1000)
     report = store.apply_retention(RetentionPolicy.from_toml(""))
     assert (report.erased, report.events, report.compacted_conversations) == ((), 0, 0)
     assert store.conversation_ids() == ["c"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, create_engine, select, text
@@ -150,3 +151,18 @@ def guard_off(conn: Connection) -> Iterator[None]:
     yield
     for _, sql in stored:
         conn.execute(text(sql))
+
+
+def age(store: Any, names: list[str], days: int) -> None:
+    """Make conversations look last appended to ``days`` ago (the conversation row is not
+    append-only; only the log is). ``verify`` names such a row: its time is before its last
+    event's."""
+    then: Any = datetime.now(UTC) - timedelta(days=days)
+    if store.engine.dialect.name == "sqlite":  # the text form the store writes there
+        then = f"{then:%Y-%m-%d %H:%M:%S.%f}"
+    with store.engine.begin() as conn:
+        for name in names:
+            conn.execute(
+                text("UPDATE conversations SET updated_at = :t WHERE id = :c"),
+                {"t": then, "c": name},
+            )

@@ -141,6 +141,7 @@ class LifecycleMethods(StoreCore):
         min_freed: int = 1,
         policy: str | None = None,
         batch: int = 500,
+        pace: float = 1.0,
     ) -> CompactionReport:
         """Remove the content of every event that every view has forgotten and that was
         appended more than ``older_than`` ago, in ``conversation_id``'s own log, or in every
@@ -157,9 +158,10 @@ class LifecycleMethods(StoreCore):
         (``CompactedHistoryError``).
 
         Online: each conversation is locked for at most ``batch`` events and about 50 ms of
-        work at a time, one transaction each, so appends and forks go on between batches (on
-        SQLite, whose one write lock a batch holds, it then waits as long again); an
-        interrupted run leaves whole batches done, and running it again goes on. Idempotent.
+        work at a time, one transaction each, so appends and forks go on between batches;
+        after each it rests ``pace`` times as long as it worked (0: flat out), giving writers
+        the CPU back (and on SQLite the one write lock). An interrupted run leaves whole
+        batches done, and running it again goes on. Idempotent.
         Across the whole store on PostgreSQL, a conversation another transaction holds is
         skipped (``busy``), so many
         sweepers can run at once. ``dry_run``: what would go, nothing written."""
@@ -171,17 +173,18 @@ class LifecycleMethods(StoreCore):
             )
         check_integer("min_freed", min_freed, minimum=-MAX_SQL_INTEGER)
         check_integer("batch", batch, minimum=1)
+        _check_pace(pace)
         now = datetime.now(UTC)
         cutoff = now - older_than
         chosen = policy if policy is not None else f"compact after {_duration(older_than)}"
         _check_reason(chosen)
         named = None if conversation_id is None else conversation_key(conversation_id)
         tally = compaction.Tally()
-        seen = busy = 0
+        seen = 0
         if named is not None:
             with self._read() as conn:
                 reads.conversation_row(conn, named)
-            busy = self._compact_conversation(
+            self._compact_conversation(
                 named,
                 cutoff=cutoff,
                 policy=chosen,
@@ -191,11 +194,12 @@ class LifecycleMethods(StoreCore):
                 batch=batch,
                 now=now,
                 tally=tally,
+                pace=pace,
             )
             seen = 1
         else:
             for key in self._every_conversation():
-                busy += self._compact_conversation(
+                self._compact_conversation(
                     key,
                     cutoff=cutoff,
                     policy=chosen,
@@ -205,18 +209,11 @@ class LifecycleMethods(StoreCore):
                     batch=batch,
                     now=now,
                     tally=tally,
+                    pace=pace,
                 )
                 seen += 1
         return CompactionReport(
-            cutoff=cutoff,
-            policy=chosen,
-            dry_run=dry_run,
-            conversations=seen,
-            events=tally.events,
-            bytes_freed=tally.freed,
-            small=tally.small,
-            unverifiable=tally.unverifiable,
-            busy=busy,
+            cutoff=cutoff, policy=chosen, dry_run=dry_run, conversations=seen, **tally.counts()
         )
 
     def _every_conversation(self) -> Iterator[str]:
@@ -244,11 +241,12 @@ class LifecycleMethods(StoreCore):
         batch: int,
         now: datetime,
         tally: Any,
-    ) -> int:
-        """Compact ``key``'s own log batch by batch into ``tally``; 1 if it was busy."""
+        pace: float,
+    ) -> None:
+        """Compact ``key``'s own log batch by batch into ``tally``, resting ``pace`` times as
+        long as each batch worked."""
         from viewstore.store.lifecycle import compaction  # noqa: PLC0415 - start-up time (event_store)
 
-        busy = 0
         after: int | None = 0
         while after is not None:
             began = time.monotonic()
@@ -268,15 +266,16 @@ class LifecycleMethods(StoreCore):
                     dry_run=dry_run,
                     skip_locked=skip_locked,
                 )
-            busy |= done.busy
             tally.add(done)
-            if after is not None and self.engine.dialect.name == "sqlite":
-                # The batch held the database's one write lock: as long again without it, so
-                # waiting writers (whose busy handler polls) get their turn.
-                time.sleep(time.monotonic() - began)
-        return busy
+            # Rest in proportion to the work, as autovacuum's cost delay does: the writers
+            # beside it get the CPU back (two cores run the sweeper's process and its server
+            # backend), and on SQLite the one write lock the batch held (a writer's busy
+            # handler polls, so it needs the gap to get in).
+            time.sleep(pace * (time.monotonic() - began))
 
-    def apply_retention(self, policy: RetentionPolicy, *, dry_run: bool = False) -> RetentionReport:
+    def apply_retention(
+        self, policy: RetentionPolicy, *, dry_run: bool = False, pace: float = 1.0
+    ) -> RetentionReport:
         """Apply a retention policy (``viewstore.store.lifecycle.policy``, docs/retention.md)
         to the whole store: erase each conversation idle for longer than its
         ``delete_idle_after`` (forks before their sources, as ``viewstore prune`` does), then
@@ -289,15 +288,16 @@ class LifecycleMethods(StoreCore):
 
         if not isinstance(policy, policies.RetentionPolicy):
             raise InvalidArgumentError(f"policy must be a RetentionPolicy, got {policy!r}")
+        _check_pace(pace)
         now = datetime.now(UTC)
         erased = self._expire(policy, now, dry_run)
         tally = compaction.Tally()
-        seen = busy = 0
+        seen = 0
         for key in self._every_conversation():
             rules = policy.for_conversation(key)
             if rules.compact_after is None:
                 continue
-            busy += self._compact_conversation(
+            self._compact_conversation(
                 key,
                 cutoff=now - rules.compact_after,
                 policy=f"compact after {policies.render(rules.compact_after)}",
@@ -307,17 +307,11 @@ class LifecycleMethods(StoreCore):
                 batch=500,
                 now=now,
                 tally=tally,
+                pace=pace,
             )
             seen += 1
         return RetentionReport(
-            dry_run=dry_run,
-            erased=tuple(erased),
-            compacted_conversations=seen,
-            events=tally.events,
-            bytes_freed=tally.freed,
-            small=tally.small,
-            unverifiable=tally.unverifiable,
-            busy=busy,
+            dry_run=dry_run, erased=tuple(erased), compacted_conversations=seen, **tally.counts()
         )
 
     def _expire(self, policy: RetentionPolicy, now: datetime, dry_run: bool) -> list[str]:
@@ -429,6 +423,11 @@ class LifecycleMethods(StoreCore):
         check_integer("limit", limit, minimum=1)
         with self._read() as conn:
             return erasure.inactive(conn, before, limit)
+
+
+def _check_pace(pace: object) -> None:
+    if isinstance(pace, bool) or not isinstance(pace, int | float) or not 0 <= pace <= 100:
+        raise InvalidArgumentError(f"pace must be a number from 0 to 100, got {pace!r}")
 
 
 def _duration(period: timedelta) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -230,17 +230,7 @@ class CompactionReport:
     busy: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "cutoff": self.cutoff.isoformat(),
-            "policy": self.policy,
-            "dry_run": self.dry_run,
-            "conversations": self.conversations,
-            "events": self.events,
-            "bytes_freed": self.bytes_freed,
-            "small": self.small,
-            "unverifiable": self.unverifiable,
-            "busy": self.busy,
-        }
+        return {**asdict(self), "cutoff": self.cutoff.isoformat()}
 
 
 @dataclass(frozen=True)
@@ -259,16 +249,7 @@ class RetentionReport:
     busy: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "dry_run": self.dry_run,
-            "erased": list(self.erased),
-            "compacted_conversations": self.compacted_conversations,
-            "events": self.events,
-            "bytes_freed": self.bytes_freed,
-            "small": self.small,
-            "unverifiable": self.unverifiable,
-            "busy": self.busy,
-        }
+        return {**asdict(self), "erased": list(self.erased)}
 
 
 @dataclass(frozen=True)

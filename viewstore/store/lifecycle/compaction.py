@@ -59,14 +59,24 @@ class Tally:
     freed: int = 0  # bytes of payload, less the records' leaf digests
     small: int = 0  # left: removing their content would free less than the minimum
     unverifiable: int = 0  # left: their link in the chain does not hold, or cannot be checked
-    busy: bool = False  # another transaction held the conversation (PostgreSQL): not looked at
+    busy: int = 0  # conversations another transaction held (PostgreSQL): not looked at
 
     def add(self, other: Tally) -> None:
         self.events += other.events
         self.freed += other.freed
         self.small += other.small
         self.unverifiable += other.unverifiable
-        self.busy = self.busy or other.busy
+        self.busy += other.busy
+
+    def counts(self) -> dict[str, int]:
+        """As the reports name them."""
+        return {
+            "events": self.events,
+            "bytes_freed": self.freed,
+            "small": self.small,
+            "unverifiable": self.unverifiable,
+            "busy": self.busy,
+        }
 
 
 def _forgotten(conn: Connection, key: str, after: int) -> list[int]:
@@ -128,7 +138,7 @@ def compact(
     tally = Tally()
     deadline = time.monotonic() + budget
     if lock_conversation(conn, key, skip_locked=skip_locked) is None:
-        tally.busy = skip_locked and _exists(conn, key)
+        tally.busy = int(skip_locked and _exists(conn, key))
         return tally, None
     candidates = _forgotten(conn, key, after)
     if not candidates:
