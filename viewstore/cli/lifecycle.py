@@ -168,6 +168,13 @@ def prune(
 @cli.command()
 @click.argument("conversation", required=False)
 @click.option(
+    "--pace",
+    type=click.FloatRange(0, 100),
+    default=1.0,
+    show_default=True,
+    help="Rest this many times as long as each batch worked (0: flat out).",
+)
+@click.option(
     "--older-than",
     "older_than",
     required=True,
@@ -192,6 +199,7 @@ def compact(
     conversation: str | None,
     older_than: str,
     min_freed: int,
+    pace: float,
     dry_run: bool,
     as_json: bool,
 ) -> None:
@@ -208,6 +216,7 @@ def compact(
         dry_run=dry_run,
         min_freed=min_freed,
         policy=f"compact after {older_than.strip()}",
+        pace=pace,
     )
     if as_json:
         state.print_json(report.to_dict())

@@ -51,6 +51,13 @@ def show(state: Context, policy_file: Path, as_json: bool) -> None:
 @_POLICY
 @click.option("--dry-run", is_flag=True, help="Count what would go; change nothing.")
 @click.option(
+    "--pace",
+    type=click.FloatRange(0, 100),
+    default=1.0,
+    show_default=True,
+    help="Rest this many times as long as each batch worked (0: flat out).",
+)
+@click.option(
     "--every",
     default=None,
     metavar="DURATION",
@@ -58,7 +65,15 @@ def show(state: Context, policy_file: Path, as_json: bool) -> None:
 )
 @json_option
 @pass_state
-def run(state: Context, policy_file: Path, dry_run: bool, every: str | None, as_json: bool) -> None:
+def run(
+    state: Context,
+    *,
+    policy_file: Path,
+    dry_run: bool,
+    pace: float,
+    every: str | None,
+    as_json: bool,
+) -> None:
     """Apply a retention policy to every conversation of the store.
 
     First the erasures: each conversation idle for longer than its delete_idle_after goes
@@ -69,7 +84,8 @@ def run(state: Context, policy_file: Path, dry_run: bool, every: str | None, as_
     period = None if every is None else parse_duration(every, "--every")
     store = state.store  # first: a missing database is the error to give
     while True:
-        report = store.apply_retention(RetentionPolicy.from_file(policy_file), dry_run=dry_run)
+        policy = RetentionPolicy.from_file(policy_file)
+        report = store.apply_retention(policy, dry_run=dry_run, pace=pace)
         if as_json:
             state.print_json(report.to_dict())
         else:
