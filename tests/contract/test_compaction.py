@@ -254,9 +254,9 @@ def test_a_batch_out_of_time_commits_what_it_did_and_the_next_goes_on(
 ) -> None:
     """With no time to spend, each transaction takes one event: the same events end up
     compacted, each once."""
-    from viewstore.store import lifecycle_api  # noqa: PLC0415
+    from viewstore.store import retention_api  # noqa: PLC0415
 
-    monkeypatch.setattr(lifecycle_api, "BATCH_SECONDS", 0.0)
+    monkeypatch.setattr(retention_api, "BATCH_SECONDS", 0.0)
     _history(store, "c")
     _history(store, "d")
     report = store.compact(older_than=NOW)

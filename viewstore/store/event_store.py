@@ -35,7 +35,6 @@ from viewstore.store.feed.follow import ListenTarget, follow, listen_target
 from viewstore.store.feed.follow_state import DEFAULT_LIMIT, DEFAULT_POLL
 from viewstore.store.inputs import check_integer, conversation_key, new_conversation_key
 from viewstore.store.lifecycle import erasure
-from viewstore.store.lifecycle_api import LifecycleMethods
 from viewstore.store.read import lineage, reads
 from viewstore.store.records import (
     AppendResult,
@@ -44,6 +43,7 @@ from viewstore.store.records import (
     StoredView,
     ViewPage,
 )
+from viewstore.store.retention_api import RetentionMethods
 from viewstore.store.runners_api import RunnerMethods
 from viewstore.store.sources_api import SourceInfoMethods
 from viewstore.store.store_core import ConversationId
@@ -78,7 +78,7 @@ def _at(point: str) -> None:
 
 
 class EventStore(
-    Browsing, AdapterMethods, AuditMethods, LifecycleMethods, SourceInfoMethods, RunnerMethods
+    Browsing, AdapterMethods, AuditMethods, RetentionMethods, SourceInfoMethods, RunnerMethods
 ):
     """Events, condensations, and each conversation's live view and indices, in SQL.
 

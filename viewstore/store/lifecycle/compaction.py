@@ -4,8 +4,8 @@ has forgotten, keep everything else.
 An event is compacted when its own view row has left the view (a condensation forgot it), no
 conversation sharing it (a fork) still holds it in its live view, it was appended before the
 policy's cutoff, and removing its content frees bytes. The removal is a redaction of all its
-content (``redaction.plan`` and ``apply``) whose strings read ``[compacted]`` and whose record
-names the policy: the envelope and structure stay, so views, indices, as-of reads, resume and
+content (``redaction.plan``, ``record_values``, ``write_removals``) whose strings read
+``[compacted]`` and whose record names the policy: the envelope and structure stay, so views, indices, as-of reads, resume and
 the OpenHands SDK's parsing are unchanged, and ``verify`` carries the chain across it and
 checks the payload against what was hashed at append, as after a redaction.
 
@@ -13,9 +13,10 @@ The resume view is the live view less what enforcement removes (docs/concepts.md
 no live view holds is in no resume view either: only live views are consulted.
 
 Each call works on one conversation in the caller's transaction, from a seq onwards, for a
-bounded number of events: the conversation is locked for that batch only, so appends, forks
-and reads go on between batches, and a sweeper killed mid-run leaves whole batches done (a
-record and its payload change commit together) and starts again where it finds work.
+bounded number of events and a bounded time: the conversation is locked for that batch only,
+so appends, forks and reads go on between batches, and a sweeper killed mid-run leaves whole
+batches done (a record and its payload change commit together) and starts again where it
+finds work.
 
 Like ``rows``, every function takes an open ``Connection`` and never commits.
 """
