@@ -5,9 +5,10 @@ An event is compacted when its own view row has left the view (a condensation fo
 conversation sharing it (a fork) still holds it in its live view, it was appended before the
 policy's cutoff, and removing its content frees bytes. The removal is a redaction of all its
 content (``redaction.plan``, ``record_values``, ``write_removals``) whose strings read
-``[compacted]`` and whose record names the policy: the envelope and structure stay, so views, indices, as-of reads, resume and
-the OpenHands SDK's parsing are unchanged, and ``verify`` carries the chain across it and
-checks the payload against what was hashed at append, as after a redaction.
+``[compacted]`` and whose record names the policy: the envelope and structure stay, so views,
+indices, as-of reads, resume and the OpenHands SDK's parsing are unchanged, and ``verify``
+carries the chain across it and checks the payload against what was hashed at append, as
+after a redaction.
 
 The resume view is the live view less what enforcement removes (docs/concepts.md), so an event
 no live view holds is in no resume view either: only live views are consulted.
