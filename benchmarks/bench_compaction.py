@@ -313,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=6000)
     parser.add_argument("--conversations", type=int, default=20)
     parser.add_argument("--writes", type=int, default=200)
-    parser.add_argument("--pace", type=float, default=1.0, help="the sweeper's pace")
+    parser.add_argument("--pace", type=float, default=2.0, help="the sweeper's pace")
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args(argv)
     results = run(args)

@@ -170,7 +170,7 @@ def prune(
 @click.option(
     "--pace",
     type=click.FloatRange(0, 100),
-    default=1.0,
+    default=2.0,
     show_default=True,
     help="Rest this many times as long as each batch worked (0: flat out).",
 )

@@ -53,7 +53,7 @@ def show(state: Context, policy_file: Path, as_json: bool) -> None:
 @click.option(
     "--pace",
     type=click.FloatRange(0, 100),
-    default=1.0,
+    default=2.0,
     show_default=True,
     help="Rest this many times as long as each batch worked (0: flat out).",
 )

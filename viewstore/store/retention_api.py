@@ -45,7 +45,7 @@ class RetentionMethods(LifecycleMethods):
         min_freed: int = 1,
         policy: str | None = None,
         batch: int = 500,
-        pace: float = 1.0,
+        pace: float = 2.0,
     ) -> CompactionReport:
         """Remove the content of every event that every view has forgotten and that was
         appended more than ``older_than`` ago, in ``conversation_id``'s own log, or in every
@@ -178,7 +178,7 @@ class RetentionMethods(LifecycleMethods):
             time.sleep(pace * (time.monotonic() - began))
 
     def apply_retention(
-        self, policy: RetentionPolicy, *, dry_run: bool = False, pace: float = 1.0
+        self, policy: RetentionPolicy, *, dry_run: bool = False, pace: float = 2.0
     ) -> RetentionReport:
         """Apply a retention policy (``viewstore.store.lifecycle.policy``, docs/retention.md)
         to the whole store: erase each conversation idle for longer than its
