@@ -25,17 +25,30 @@ The redesign, every lever at once (each table's bytes are reported apart):
 - ``d_forgotten_spans``: a condensation's forgotten ids as runs of consecutive seqs with the same
   ``was_in_view``; ids the log does not hold keep a row each (``d_forgotten_ids``).
 - ``d_indices``: the manipulation indices as now, by number.
+
+``--compact`` adds compaction (docs/retention.md) at age 0 of every event every view forgot,
+once the plain table holds the original payloads:
+
+- ``kept``: what the store does now, in the redesign: the log keeps the compacted payload
+  (structure, ids, numbers, ``[compacted]``); ``d_compactions`` keeps, per event, the text
+  digest of the original and the leaf digest of each string removed, as raw bytes (the rest
+  of a record, the hashes around the event, the log already holds).
+- ``envelope``: a design not built: the log keeps only ``{"id", "kind"}`` and a reader would
+  stand a placeholder in for the rest; ``d_compactions`` keeps the original's text digest and
+  content root, 64 bytes, which carry the chain across the event but cannot show its envelope
+  unchanged (a keyed record could vouch for it).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import struct
 import sys
 import uuid
 from collections.abc import Iterator, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +86,7 @@ CREATE TABLE d_indices (
     num INTEGER NOT NULL, position INTEGER NOT NULL, from_seq INTEGER NOT NULL,
     to_seq INTEGER, PRIMARY KEY (num, position, from_seq)) WITHOUT ROWID;
 CREATE INDEX d_indices_current ON d_indices (num, position) WHERE to_seq IS NULL;
+CREATE TABLE d_compactions (key INTEGER PRIMARY KEY, digests BLOB NOT NULL);
 """
 
 _POSTGRES = """
@@ -103,6 +117,7 @@ CREATE TABLE d_indices (
     num integer NOT NULL, position integer NOT NULL, from_seq bigint NOT NULL,
     to_seq bigint, PRIMARY KEY (num, position, from_seq));
 CREATE INDEX d_indices_current ON d_indices (num, position) WHERE to_seq IS NULL;
+CREATE TABLE d_compactions (key bigint PRIMARY KEY, digests bytea NOT NULL);
 """
 
 
@@ -245,7 +260,61 @@ def create_design(engine: Engine) -> None:
                 conn.exec_driver_sql(statement)
 
 
-def measure_shape(store: EventStore, events: list[dict[str, Any]], num: int) -> dict[str, Any]:
+def _compact(store: EventStore, key: str, num: int, how: str) -> int:
+    """Compact ``key`` in the store, then put what ``how`` keeps into the redesign's tables;
+    the number of events compacted."""
+    with store.engine.connect() as conn:
+        originals = {
+            int(row.seq): row.payload
+            for row in conn.execute(
+                text("SELECT seq, payload FROM events WHERE conversation_id = :c"), {"c": key}
+            )
+        }
+    store.compact(key, older_than=timedelta(0), min_freed=-(10**6), pace=0)
+    records = [r for r in store.redactions(key) if r.compacted]
+    with store.engine.begin() as conn:
+        _keep(conn, store, key, num, how=how, records=records, originals=originals)
+    return len(records)
+
+
+def _keep(
+    conn: Connection,
+    store: EventStore,
+    key: str,
+    num: int,
+    *,
+    how: str,
+    records: list[Any],
+    originals: dict[int, str],
+) -> None:
+    from viewstore.domain import leaves  # noqa: PLC0415 - the study's own
+    from viewstore.domain.chain import content_root, text_digest  # noqa: PLC0415
+
+    for record in records:
+        (event,) = store.events(key, after=record.seq - 1, limit=1)
+        original = originals[record.seq]
+        if how == "kept":
+            digests = leaves.decode(record.leaf_digests or "{}")
+            payload = event.payload_json
+            kept = bytes.fromhex(text_digest(original)) + b"".join(
+                bytes.fromhex(d) for d in digests.values()
+            )
+        else:
+            payload = json.dumps({"id": event.event_id, "kind": event.kind})
+            kept = bytes.fromhex(text_digest(original) + content_root(original))
+        conn.execute(
+            text("UPDATE d_events SET payload = :p WHERE key = :k"),
+            {"p": payload, "k": num << 32 | record.seq},
+        )
+        conn.execute(
+            text("INSERT INTO d_compactions VALUES (:k, :d)"),
+            {"k": num << 32 | record.seq, "d": kept},
+        )
+
+
+def measure_shape(
+    store: EventStore, events: list[dict[str, Any]], num: int, compact: str = "none"
+) -> dict[str, Any]:
     engine = store.engine
     postgres = engine.dialect.name == "postgresql"
     key = uuid.uuid4().hex
@@ -264,7 +333,21 @@ def measure_shape(store: EventStore, events: list[dict[str, Any]], num: int) -> 
             f"INSERT INTO {plain_events.name} VALUES (:c, :s, :p)",
             [{"c": key, "s": row.seq, "p": row.payload} for row in payloads],
         )
-    if postgres:  # a redesign's store would be vacuumed as the store is: count live pages
+    compacted = 0 if compact == "none" else _compact(store, key, num, compact)
+    if not postgres and compact != "none":
+        # SQLite keeps what an update freed inside its pages until a VACUUM: what a
+        # compacting store would run to give it back.
+        from benchmarks.bench_compaction import _vacuum  # noqa: PLC0415 - this case only
+
+        _vacuum(engine)
+    if postgres:
+        # VACUUM FULL of the redesign's tables when compaction rewrote their rows: what a
+        # compacting store would give back.
+        if compact != "none":
+            with engine.connect() as conn:
+                conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql(
+                    "VACUUM FULL d_events"
+                )  # a redesign's store would be vacuumed as the store is: count live pages
         with engine.connect() as conn:
             conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("VACUUM")
     after = table_bytes(engine)
@@ -282,6 +365,8 @@ def measure_shape(store: EventStore, events: list[dict[str, Any]], num: int) -> 
         "design_ratio": sum(design.values()) / plain,
         "design_tables": {name: size / count for name, size in sorted(design.items())},
         "rows": rows,
+        "compact": compact,
+        "events_compacted": compacted,
     }
 
 
@@ -292,13 +377,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     create_design(store.engine)
     results: dict[str, Any] = {"backend": store.engine.dialect.name, "target": TARGET}
     for num, (name, events) in enumerate(shapes(args.events).items(), start=1):
-        results[name] = measure_shape(store, events, num)
+        results[name] = measure_shape(store, events, num, args.compact)
     store.close()
     return results
 
 
 def report(results: dict[str, Any]) -> str:
-    lines = [f"a slimmer schema, sized ({results['backend']}; target {results['target']}x)"]
+    lines = [
+        f"a slimmer schema, sized ({results['backend']}; target {results['target']}x; "
+        f"compaction: {results['history']['compact']})"
+    ]
     for name in ("history", "condensed"):
         r = results[name]
         lines.append(
@@ -318,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--url", required=True, help="an empty database")
     parser.add_argument("--events", type=int, default=6000)
+    parser.add_argument("--compact", choices=("none", "kept", "envelope"), default="none")
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args(argv)
     results = run(args)
