@@ -333,6 +333,9 @@ delete_idle_after = "90d"
 
 [conversations.keep]
 delete_idle_after = "never"
+
+[sources.sandbox]
+keep_last = 5
 """
 
 
@@ -347,13 +350,14 @@ def test_retention_show_and_run(db_url: str, tmp_path: Path) -> None:
     assert shown.stdout.splitlines() == [
         "default: compact after 0s, delete idle after 90d",
         "keep: compact after 0s, delete idle after never",
+        "source sandbox: keep the last 5",
     ]
     dry = run("retention", "run", "--policy", str(policy), "--dry-run", "--json", url=db_url)
     assert json.loads(dry.stdout)["erased"] == ["old"]
     assert sorted(store.conversation_ids()) == ["c", "keep", "old"]
     done = run("retention", "run", "--policy", str(policy), url=db_url)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("erased 1 idle conversation(s); compacted 2 event(s)")
+    assert done.stdout.startswith("erased 1 conversation(s); compacted 2 event(s)")
     assert sorted(store.conversation_ids()) == ["c", "keep"]
     assert len(store.redactions("c")) == 2
     store.close()

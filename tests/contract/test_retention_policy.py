@@ -1,12 +1,14 @@
 """Retention by policy (``store.apply_retention``, docs/retention.md): the default and each
-conversation's own rules decide what is erased for being idle and what is compacted; ``never``
-keeps; a dry run writes nothing. On every layout, through both API flavours."""
+conversation's own rules decide what is erased for being idle and what is compacted, and each
+source keeps its last conversations; ``never`` keeps; a dry run writes nothing. On every
+layout, through both API flavours."""
 
 from __future__ import annotations
 
 import pytest
 
 from viewstore import EventStore, InvalidArgumentError, RetentionPolicy, RetentionReport
+from viewstore.store import SourceInfo
 
 from ..ops._helpers import action, age, condensation, dump, message
 
@@ -111,3 +113,74 @@ def test_a_bad_policy_is_refused_with_where(toml: str, named: str) -> None:
 def test_the_policy_is_not_anything_else(store: EventStore) -> None:
     with pytest.raises(InvalidArgumentError, match="RetentionPolicy"):
         store.apply_retention({"default": {}})  # type: ignore[arg-type]
+
+
+KEEP_LAST = """
+[default]
+keep_last_per_source = 2
+
+[sources."big"]
+keep_last = 3
+
+[sources."unlimited"]
+keep_last = "never"
+
+[conversations."held"]
+delete_idle_after = "never"
+"""
+
+
+def _from(store: EventStore, source: str, cids: list[str]) -> None:
+    """Conversations of ``source``, the first appended to longest ago."""
+    for days, cid in zip(range(len(cids), 0, -1), cids, strict=True):
+        store.save_conversation_info(SourceInfo(cid, source))  # claimed before it has events
+        store.append(cid, [message(f"{cid}-m")])
+        age(store, [cid], days)
+
+
+def test_only_the_last_conversations_of_each_source_are_kept(store: EventStore) -> None:
+    _from(store, "small", ["s1", "s2", "s3", "s4"])
+    _from(store, "big", ["b1", "b2", "b3", "b4"])
+    _from(store, "unlimited", ["u1", "u2", "u3"])
+    _from(store, "held-source", ["held", "h2", "h3"])
+    store.append("no-source", [message("n")])
+    dry = store.apply_retention(RetentionPolicy.from_toml(KEEP_LAST), dry_run=True)
+    assert sorted(dry.erased) == ["b1", "s1", "s2"]
+    report = store.apply_retention(RetentionPolicy.from_toml(KEEP_LAST))
+    # held is the oldest of its source, beyond the two kept, but on hold: it stays.
+    assert sorted(report.erased) == ["b1", "s1", "s2"]
+    assert sorted(store.conversation_ids()) == sorted(
+        ["s3", "s4", "b2", "b3", "b4", "u1", "u2", "u3", "held", "h2", "h3", "no-source"]
+    )
+    reason = store.tombstone("s1").reason  # type: ignore[union-attr]
+    assert reason == "retention: beyond the last 2 conversations of small"
+    again = store.apply_retention(RetentionPolicy.from_toml(KEEP_LAST))
+    assert again.erased == ()
+
+
+def test_a_source_conversation_goes_once_its_forks_have(store: EventStore) -> None:
+    _from(store, "src", ["old", "new"])
+    store.fork("old", 1, "lone-fork")  # no source of its own: never erased by the rule
+    policy = RetentionPolicy.from_toml("[default]\nkeep_last_per_source = 1")
+    assert store.apply_retention(policy).erased == ()  # old has a fork the rule cannot reach
+    store.erase("lone-fork", reason="by hand")
+    store.save_conversation_info(SourceInfo("old-fork", "src"))
+    store.fork("old", 1, "old-fork")
+    age(store, ["old-fork"], 10)
+    report = store.apply_retention(policy)
+    assert list(report.erased) == ["old-fork", "old"]  # the fork first, its source next round
+    assert store.conversation_ids() == ["new"]
+
+
+@pytest.mark.parametrize(
+    ("toml", "named"),
+    [
+        ("[default]\nkeep_last_per_source = 0", "default.keep_last_per_source"),
+        ('[default]\nkeep_last_per_source = "5"', "default.keep_last_per_source"),
+        ("[sources.a]\nkeep_last = -1", "sources.a.keep_last"),
+        ('[sources.a]\nkeep_last = 2\ncompact_after = "1d"', "sources.a"),
+    ],
+)
+def test_a_bad_keep_last_is_refused_with_where(toml: str, named: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=named.replace(".", r"\.")):
+        RetentionPolicy.from_toml(toml)

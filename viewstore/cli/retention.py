@@ -40,10 +40,16 @@ def show(state: Context, policy_file: Path, as_json: bool) -> None:
     rows = [("default", policy.default), *sorted(policy.conversations.items())]
     for scope, rules in rows:
         shown = rules.to_dict()
+        kept = policy.keep_last_per_source if scope == "default" else None
         state.out.print(
             f"{scope}: compact after {shown['compact_after']}, "
-            f"delete idle after {shown['delete_idle_after']}",
+            f"delete idle after {shown['delete_idle_after']}"
+            + ("" if kept is None else f", keep the last {kept} of each source"),
             markup=False,
+        )
+    for source, count in sorted(policy.sources.items()):
+        state.out.print(
+            f"source {source}: keep the last {'all' if count is None else count}", markup=False
         )
 
 
@@ -76,8 +82,9 @@ def run(
 ) -> None:
     """Apply a retention policy to every conversation of the store.
 
-    First the erasures: each conversation idle for longer than its delete_idle_after goes
-    (forks before their sources), leaving a tombstone. Then compaction: the content of each
+    First the erasures: each agent server's conversations beyond its last keep_last, then each
+    conversation idle for longer than its delete_idle_after (forks before their sources),
+    leaving tombstones. Then compaction: the content of each
     event every view forgot, older than compact_after, becomes [compacted]. The policy file
     is read again before each run. Safe to interrupt and run again; on PostgreSQL several may
     run at once."""
@@ -93,7 +100,7 @@ def run(
                 ("would erase", "would compact") if dry_run else ("erased", "compacted")
             )
             state.out.print(
-                f"{erase} {len(report.erased)} idle conversation(s); {compact} "
+                f"{erase} {len(report.erased)} conversation(s); {compact} "
                 f"{report.events} event(s) of {report.compacted_conversations} "
                 f"conversation(s), {report.bytes_freed} bytes",
                 markup=False,

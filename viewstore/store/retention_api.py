@@ -181,8 +181,10 @@ class RetentionMethods(LifecycleMethods):
         self, policy: RetentionPolicy, *, dry_run: bool = False, pace: float = 2.0
     ) -> RetentionReport:
         """Apply a retention policy (``viewstore.store.lifecycle.policy``, docs/retention.md)
-        to the whole store: erase each conversation idle for longer than its
-        ``delete_idle_after`` (forks before their sources, as ``viewstore prune`` does), then
+        to the whole store: erase each source's conversations beyond the last
+        ``keep_last`` appended to, and each conversation idle for longer than its
+        ``delete_idle_after`` (forks before their sources, as ``viewstore prune`` does; a
+        conversation the policy holds, ``delete_idle_after = "never"``, never), then
         compact each remaining conversation's forgotten events older than its
         ``compact_after``. A conversation's own rules replace the default's. ``dry_run``:
         what would go, nothing written (of the erasures, the first round: a source whose
@@ -221,7 +223,7 @@ class RetentionMethods(LifecycleMethods):
     def _expire(self, policy: RetentionPolicy, now: datetime, dry_run: bool) -> list[str]:
         """The erasures a policy asks for: the conversations it names, by their own rule, then
         the rest by the default's, in rounds, oldest first."""
-        found: list[str] = []
+        found = self._keep_last(policy, dry_run)
         for key, rules in sorted(policy.conversations.items()):
             if rules.delete_idle_after is not None and self._expire_one(
                 key, now - rules.delete_idle_after, rules, dry_run
@@ -242,6 +244,40 @@ class RetentionMethods(LifecycleMethods):
                 passed.add(key)
                 if self._expire_one(key, before, policy.default, dry_run):
                     found.append(key)
+
+    def _keep_last(self, policy: RetentionPolicy, dry_run: bool) -> list[str]:
+        """Erase each source's conversations beyond the last ``keep_last`` appended to, a
+        held one never, in rounds (a conversation with forks waits for them to go); the
+        erased ids (dry run: of the first round)."""
+        if policy.keep_last_per_source is None and not any(policy.sources.values()):
+            return []
+        found: list[str] = []
+        while True:
+            with self._read() as conn:
+                beyond = [
+                    (source, key, limit)
+                    for source, key, rank in erasure.ranked_by_source(conn)
+                    if (limit := policy.keep_last(source)) is not None
+                    and rank > limit
+                    and not policy.held(key)
+                ]
+            gone: list[str] = []
+            for source, key, limit in beyond:
+                if dry_run:
+                    with self._read() as conn:
+                        if not erasure.forks_of(conn, key):
+                            gone.append(key)
+                    continue
+                reason = f"retention: beyond the last {limit} conversations of {source}"
+                try:
+                    if self.erase(key, reason=reason) is not None:
+                        gone.append(key)
+                except (ConversationHasForksError, ConversationNotFoundError,
+                        ConversationErasedError):  # fmt: skip
+                    pass  # a later round, once its forks are gone (or someone else erased it)
+            found += gone
+            if dry_run or not gone:
+                return found
 
     def _expire_one(self, key: str, before: datetime, rules: Any, dry_run: bool) -> bool:
         """Erase ``key`` if it was last appended to before ``before`` (checked under its lock)

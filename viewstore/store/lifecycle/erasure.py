@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, text, tuple_
+from sqlalchemy import Connection, delete, func, insert, select, text, tuple_
 
 from viewstore.domain.errors import (
     ConversationErasedError,
@@ -181,3 +181,16 @@ def _tombstone(row: Any) -> Tombstone:
         reason=values["reason"],
         erased_by=values["erased_by"],
     )
+
+
+def ranked_by_source(conn: Connection) -> list[tuple[str, str, int]]:
+    """Every conversation an agent server claimed (``conversation_sources``), with its source
+    and its rank among that source's conversations, the most recently appended to first (1)."""
+    s, c = conversation_sources, conversations
+    rank = (
+        func.row_number()
+        .over(partition_by=s.c.source, order_by=(c.c.updated_at.desc(), c.c.id.desc()))
+        .label("rank")
+    )
+    query = select(s.c.source, c.c.id, rank).join(c, c.c.id == s.c.conversation_id)
+    return [(row.source, row.id, int(row.rank)) for row in conn.execute(query)]

@@ -6,9 +6,14 @@ conversation, read from a TOML file::
     compact_after = "30d"
     delete_idle_after = "180d"
 
+    keep_last_per_source = 1000
+
     [conversations."c-legal-hold"]
     compact_after = "never"
     delete_idle_after = "never"
+
+    [sources."sandbox-1"]
+    keep_last = 50
 
 A file is configuration kept beside the deployment (reviewed, versioned), not rows a worker
 could rewrite: the policy decides what the owner's sweeper deletes, and the writer role must
@@ -70,10 +75,23 @@ class Rules:
 
 @dataclass(frozen=True)
 class RetentionPolicy:
-    """The store-wide default and the overrides by conversation id."""
+    """The store-wide default and the overrides by conversation id; how many conversations
+    of each agent server (a source, ``viewstore ingest``) to keep, the most recently appended
+    to first (None: all)."""
 
     default: Rules = field(default_factory=Rules)
     conversations: Mapping[str, Rules] = field(default_factory=dict)
+    keep_last_per_source: int | None = None
+    sources: Mapping[str, int | None] = field(default_factory=dict)
+
+    def keep_last(self, source: str) -> int | None:
+        """How many of ``source``'s conversations to keep (None: all)."""
+        return self.sources.get(source, self.keep_last_per_source)
+
+    def held(self, conversation_id: str) -> bool:
+        """Whether the policy names the conversation and never deletes it (a legal hold)."""
+        rules = self.conversations.get(conversation_id)
+        return rules is not None and rules.delete_idle_after is None
 
     def for_conversation(self, conversation_id: str) -> Rules:
         return self.conversations.get(conversation_id, self.default)
@@ -94,11 +112,30 @@ class RetentionPolicy:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "default": self.default.to_dict(),
+            "default": {
+                **self.default.to_dict(),
+                "keep_last_per_source": _count_text(self.keep_last_per_source),
+            },
             "conversations": {
                 key: rules.to_dict() for key, rules in sorted(self.conversations.items())
             },
+            "sources": {key: _count_text(n) for key, n in sorted(self.sources.items())},
         }
+
+
+def _count_text(count: int | None) -> int | str:
+    return NEVER if count is None else count
+
+
+def _count(value: object, where: str) -> int | None:
+    """A number of conversations to keep, at least 1, or ``never`` (None: keep all)."""
+    if value == NEVER:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgumentError(
+            f"{where} must be a whole number of at least 1, or {NEVER!r}, got {value!r}"
+        )
+    return value
 
 
 def _rules(table: object, where: str, base: Rules | None) -> Rules:
@@ -120,20 +157,37 @@ def _rules(table: object, where: str, base: Rules | None) -> Rules:
 
 def from_mapping(data: Mapping[str, Any]) -> RetentionPolicy:
     """A policy from a parsed file; ``InvalidArgumentError`` names what is wrong and where."""
-    unknown = sorted(set(data) - {"default", "conversations"})
+    unknown = sorted(set(data) - {"default", "conversations", "sources"})
     if unknown:
         raise InvalidArgumentError(
             f"a retention policy has no section {unknown[0]!r} (the sections: default, "
-            "conversations)"
+            "conversations, sources)"
         )
-    default = _rules(data.get("default", {}), "default", None)
+    table = data.get("default", {})
+    keep_last = None
+    if isinstance(table, dict) and "keep_last_per_source" in table:
+        table = dict(table)
+        keep_last = _count(table.pop("keep_last_per_source"), "default.keep_last_per_source")
+    default = _rules(table, "default", None)
     overrides = data.get("conversations", {})
     if not isinstance(overrides, dict):
         raise InvalidArgumentError("conversations must be a table of tables, one per id")
     conversations = {
         str(key): _rules(value, f"conversations.{key}", default) for key, value in overrides.items()
     }
-    return RetentionPolicy(default, conversations)
+    return RetentionPolicy(default, conversations, keep_last, _sources(data.get("sources", {})))
+
+
+def _sources(tables: object) -> dict[str, int | None]:
+    if not isinstance(tables, dict):
+        raise InvalidArgumentError("sources must be a table of tables, one per source")
+    found: dict[str, int | None] = {}
+    for name, table in tables.items():
+        where = f"sources.{name}"
+        if not isinstance(table, dict) or set(table) != {"keep_last"}:
+            raise InvalidArgumentError(f"{where} must be a table with keep_last only")
+        found[str(name)] = _count(table["keep_last"], f"{where}.keep_last")
+    return found
 
 
 def load(path: str | Path) -> RetentionPolicy:
