@@ -20,6 +20,14 @@ _UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
 #: Conversations looked up per round of a prune; each is then erased in its own transaction.
 BATCH = 100
 DRY_RUN_LIMIT = 10**9
+#: How hard compaction works (``store.compact(pace=...)``): ``compact`` and ``retention run``.
+pace_option = click.option(
+    "--pace",
+    type=click.FloatRange(0, 100),
+    default=2.0,
+    show_default=True,
+    help="Rest this many times as long as each batch worked (0: flat out).",
+)
 
 
 def parse_duration(text: str, option: str = "--inactive-for", *, zero: bool = False) -> timedelta:
@@ -167,13 +175,7 @@ def prune(
 
 @cli.command()
 @click.argument("conversation", required=False)
-@click.option(
-    "--pace",
-    type=click.FloatRange(0, 100),
-    default=2.0,
-    show_default=True,
-    help="Rest this many times as long as each batch worked (0: flat out).",
-)
+@pace_option
 @click.option(
     "--older-than",
     "older_than",

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from viewstore.cli.app import Context, cli, json_option, pass_state
-from viewstore.cli.lifecycle import parse_duration
+from viewstore.cli.lifecycle import pace_option, parse_duration
 from viewstore.store import RetentionPolicy
 
 _POLICY = click.option(
@@ -56,13 +56,7 @@ def show(state: Context, policy_file: Path, as_json: bool) -> None:
 @retention.command()
 @_POLICY
 @click.option("--dry-run", is_flag=True, help="Count what would go; change nothing.")
-@click.option(
-    "--pace",
-    type=click.FloatRange(0, 100),
-    default=2.0,
-    show_default=True,
-    help="Rest this many times as long as each batch worked (0: flat out).",
-)
+@pace_option
 @click.option(
     "--every",
     default=None,

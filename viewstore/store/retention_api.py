@@ -20,6 +20,7 @@ from viewstore.domain.errors import (
 from viewstore.store.database.schema import conversations
 from viewstore.store.inputs import MAX_SQL_INTEGER, check_integer, conversation_key
 from viewstore.store.lifecycle import erasure
+from viewstore.store.lifecycle.policy import render
 from viewstore.store.lifecycle_api import LifecycleMethods, check_reason
 from viewstore.store.read import reads
 from viewstore.store.records import CompactionReport, RetentionReport
@@ -80,7 +81,7 @@ class RetentionMethods(LifecycleMethods):
         _check_pace(pace)
         now = datetime.now(UTC)
         cutoff = now - older_than
-        chosen = policy if policy is not None else f"compact after {_duration(older_than)}"
+        chosen = policy if policy is not None else f"compact after {render(older_than)}"
         check_reason(chosen)
         named = None if conversation_id is None else conversation_key(conversation_id)
         tally = compaction.Tally()
@@ -304,12 +305,3 @@ class RetentionMethods(LifecycleMethods):
 def _check_pace(pace: object) -> None:
     if isinstance(pace, bool) or not isinstance(pace, int | float) or not 0 <= pace <= 100:
         raise InvalidArgumentError(f"pace must be a number from 0 to 100, got {pace!r}")
-
-
-def _duration(period: timedelta) -> str:
-    """``period`` as the command line writes one (30d, 12h, 30m, 45s), where it is whole."""
-    seconds = int(period.total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds % size == 0 and seconds:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"

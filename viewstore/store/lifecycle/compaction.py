@@ -47,6 +47,7 @@ from viewstore.store.lifecycle.redaction import (
     records_of,
     write_removals,
 )
+from viewstore.store.read import reads
 from viewstore.store.records import Redaction
 
 #: Events read per statement (a bound parameter each).
@@ -140,7 +141,7 @@ def compact(
     tally = Tally()
     deadline = time.monotonic() + budget
     if lock_conversation(conn, key, skip_locked=skip_locked) is None:
-        tally.busy = int(skip_locked and _exists(conn, key))
+        tally.busy = int(skip_locked and reads.exists(conn, key))
         return tally, None
     candidates = _forgotten(conn, key, after)
     if not candidates:
@@ -265,11 +266,6 @@ def _record_bytes(key: str, event_id: str, reason: str, policy: str) -> int:
     """About what the record proving a compaction adds (its leaf digests aside)."""
     texts = (key, event_id, reason, policy)
     return _RECORD_FIXED + sum(len(text.encode("utf-8")) for text in texts)
-
-
-def _exists(conn: Connection, key: str) -> bool:
-    query = select(conversations.c.id).where(conversations.c.id == key)
-    return conn.execute(query).first() is not None
 
 
 def conversation_ids(conn: Connection, after: str | None, limit: int) -> list[str]:
