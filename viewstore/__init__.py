@@ -54,6 +54,7 @@ if TYPE_CHECKING:
         ViewstoreError,
     )
     from viewstore.domain.events import Event, Role, parse_event
+    from viewstore.domain.masking import MaskingRules
     from viewstore.domain.view import ManipulationIndices, View
     from viewstore.retry import append_with_retry
     from viewstore.store import (
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
         EventStore,
         FeedEntry,
         ForkOrigin,
+        MaskRecord,
         Redaction,
         RetentionPolicy,
         RetentionReport,
@@ -105,6 +107,8 @@ _WHERE = {
     "InvalidArgumentError": _ERRORS,
     "InvalidEventError": _ERRORS,
     "ManipulationIndices": "viewstore.domain.view",
+    "MaskingRules": "viewstore.domain.masking",
+    "MaskRecord": _STORE,
     "MissingExtraError": _ERRORS,
     "NoManipulationIndexError": _ERRORS,
     "PayloadTooLargeError": _ERRORS,
@@ -159,6 +163,8 @@ __all__ = [  # every name of _WHERE, and the version
     "InvalidArgumentError",
     "InvalidEventError",
     "ManipulationIndices",
+    "MaskRecord",
+    "MaskingRules",
     "MissingExtraError",
     "NoManipulationIndexError",
     "PayloadTooLargeError",

@@ -52,6 +52,7 @@ TABLES = (
     "server_conversations",
     "tombstones",
     "redactions",
+    "masks",
     "catalogue_sizes",
 )
 VIEWS = ("condensation_forgotten", "condensation_log", "attention_window", "view_history")
@@ -301,6 +302,16 @@ def _tables(dialect: str) -> None:
         sa.Column("policy", sa.Text(), nullable=True),
         sa.PrimaryKeyConstraint("conversation_id", "seq", "round", name="pk_redactions"),
     )
+    # What masking changed in an event before it was stored (docs/masking.md).
+    op.create_table(
+        "masks",
+        sa.Column("conversation_id", CONVERSATION_ID, nullable=False),
+        sa.Column("seq", sa.BigInteger(), nullable=False),
+        sa.Column("event_id", ID, nullable=False),
+        sa.Column("masked", sa.Text(), nullable=False),
+        sa.Column("record_hash", HASH, nullable=False),
+        sa.PrimaryKeyConstraint("conversation_id", "seq", name="pk_masks"),
+    )
 
 
 # -- the analysts' views ----------------------------------------------------------------------
@@ -435,14 +446,16 @@ def _sqlite_guards() -> None:
         "CREATE TRIGGER tombstones_append_only_delete BEFORE DELETE ON tombstones "
         + raise_.format(APPEND_ONLY.format("tombstones"))
     )
-    op.execute(
-        "CREATE TRIGGER redactions_append_only_update BEFORE UPDATE ON redactions "
-        + raise_.format(APPEND_ONLY.format("redactions"))
-    )
-    op.execute(
-        f"CREATE TRIGGER redactions_append_only_delete BEFORE DELETE ON redactions "
-        f"WHEN NOT {erased} " + raise_.format(APPEND_ONLY.format("redactions"))
-    )
+    # Records of redactions and maskings go only with their conversation.
+    for table in ("redactions", "masks"):
+        op.execute(
+            f"CREATE TRIGGER {table}_append_only_update BEFORE UPDATE ON {table} "
+            + raise_.format(APPEND_ONLY.format(table))
+        )
+        op.execute(
+            f"CREATE TRIGGER {table}_append_only_delete BEFORE DELETE ON {table} "
+            f"WHEN NOT {erased} " + raise_.format(APPEND_ONLY.format(table))
+        )
     changed = " OR ".join(f"NEW.{c} IS NOT OLD.{c}" for c in SET_ONCE_COLUMNS)
     op.execute(
         f"CREATE TRIGGER conversations_set_once BEFORE UPDATE ON conversations WHEN {changed} "
@@ -485,18 +498,21 @@ BEGIN
     {_REFUSE.format(APPEND_ONLY.format("tombstones"))}
 END $$
 """
-_REDACTIONS_GUARD = f"""
-CREATE OR REPLACE FUNCTION {{s}}.viewstore_redactions_append_only() RETURNS trigger
-{_PIN} $$
+# The records of a conversation's redactions and maskings go only with the conversation.
+_ERASABLE_GUARD = f"""
+CREATE OR REPLACE FUNCTION {{{{s}}}}.viewstore_{{table}}_append_only() RETURNS trigger
+{_PIN.replace("{", "{{").replace("}", "}}")} $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
-        IF {_ERASED} THEN
+        IF {_ERASED.replace("{", "{{").replace("}", "}}")} THEN
             RETURN OLD;
         END IF;
     END IF;
-    {_REFUSE.format(APPEND_ONLY.format("redactions"))}
+    {_REFUSE.format("viewstore: the {table} table is append-only")}
 END $$
 """
+_REDACTIONS_GUARD = _ERASABLE_GUARD.format(table="redactions")
+_MASKS_GUARD = _ERASABLE_GUARD.format(table="masks")
 _SET_ONCE_GUARD = f"""
 CREATE FUNCTION {{s}}.viewstore_conversations_set_once() RETURNS trigger
 {_PIN} $$
@@ -621,6 +637,10 @@ _TRIGGERS = (
     "EXECUTE FUNCTION {s}.viewstore_redactions_append_only()",
     "redactions_no_truncate BEFORE TRUNCATE ON {s}.redactions FOR EACH STATEMENT "
     "EXECUTE FUNCTION {s}.viewstore_redactions_append_only()",
+    "masks_append_only BEFORE UPDATE OR DELETE ON {s}.masks FOR EACH ROW "
+    "EXECUTE FUNCTION {s}.viewstore_masks_append_only()",
+    "masks_no_truncate BEFORE TRUNCATE ON {s}.masks FOR EACH STATEMENT "
+    "EXECUTE FUNCTION {s}.viewstore_masks_append_only()",
     # The condition lives on the trigger, not in the function: every append updates the row,
     # and a WHEN that holds false costs no function call.
     "conversations_set_once BEFORE UPDATE ON {s}.conversations FOR EACH ROW WHEN ("
@@ -633,6 +653,7 @@ _FUNCTIONS = (
     _EVENTS_GUARD,
     _TOMBSTONES_GUARD,
     _REDACTIONS_GUARD,
+    _MASKS_GUARD,
     _SET_ONCE_GUARD,
     _FEED_NOTIFY,
     _APPEND,
@@ -718,6 +739,7 @@ _WRITER = {
     "conversation_sources": "SELECT, INSERT, UPDATE",
     "server_conversations": "SELECT, INSERT, UPDATE, DELETE",
     "catalogue_sizes": "SELECT, INSERT, UPDATE",
+    "masks": "SELECT, INSERT",
     "tombstones, redactions, viewstore_alembic_version": "SELECT",
     ", ".join(VIEWS): "SELECT",
 }
@@ -797,6 +819,7 @@ def downgrade() -> None:
             "events_append_only()",
             "tombstones_append_only()",
             "redactions_append_only()",
+            "masks_append_only()",
             "conversations_set_once()",
             "feed_notify()",
             "append_rows(text, bigint, text, bigint, boolean, integer, text, boolean, boolean, "

@@ -40,6 +40,8 @@ again, and one that only works on an empty folder fails them.
                       ``viewstore`` command is parsed by the CLI's own parser, not run; every
                       other line must be an ``export``
 - ``sources-file``    an ingest sources file, loaded by ``viewstore.ingest.sources.Sources``
+- ``masking-rules``   a masking rules file, loaded by ``viewstore.MaskingRules`` (its test is
+                      in tests/test_masking_rules.py)
 - ``json``            JSON (an agent server's config): parsed
 - ``text``            not code (a diagram): nothing to run
 """
@@ -66,6 +68,7 @@ KINDS = {
     "sketch",
     "cli-sketch",
     "sources-file",
+    "masking-rules",
     "json",
     "text",
 }

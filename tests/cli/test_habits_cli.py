@@ -186,6 +186,7 @@ NEEDS_A_STORE: dict[str, list[str]] = {
     "checkpoint": [],
     "citus": ["distribute", "--print"],
     "compact": ["--older-than", "1d", "--dry-run"],
+    "masking": ["list", "c"],
     "erase": ["c", "--reason", "r"],
     "events": ["c"],
     "export": ["c", "out"],

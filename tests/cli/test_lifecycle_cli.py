@@ -348,8 +348,8 @@ def test_retention_show_and_run(db_url: str, tmp_path: Path) -> None:
     shown = run("retention", "show", "--policy", str(policy), url=db_url)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.splitlines() == [
-        "default: compact after 0s, delete idle after 90d",
-        "keep: compact after 0s, delete idle after never",
+        "default: compact after 0s, redact after never, delete idle after 90d",
+        "keep: compact after 0s, redact after never, delete idle after never",
         "source sandbox: keep the last 5",
     ]
     dry = run("retention", "run", "--policy", str(policy), "--dry-run", "--json", url=db_url)

@@ -1,16 +1,27 @@
 """Retention by policy (``store.apply_retention``, docs/retention.md): the default and each
-conversation's own rules decide what is erased for being idle and what is compacted, and each
-source keeps its last conversations; ``never`` keeps; a dry run writes nothing. On every
-layout, through both API flavours."""
+conversation's own rules decide what is erased for being idle, what is compacted and what is
+redacted for its age (live events too), and each source keeps its last conversations;
+``never`` keeps; a dry run writes nothing. On every layout, through both API flavours."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from sqlalchemy import func, select, update
 
-from viewstore import EventStore, InvalidArgumentError, RetentionPolicy, RetentionReport
+from viewstore import (
+    CompactedHistoryError,
+    EventStore,
+    InvalidArgumentError,
+    RetentionPolicy,
+    RetentionReport,
+)
+from viewstore.domain.scrub import COMPACTED, MARK
 from viewstore.store import SourceInfo
+from viewstore.store.database.schema import conversations, events
 
-from ..ops._helpers import action, age, condensation, dump, message
+from ..ops._helpers import action, age, condensation, dump, guard_off, message
 
 BIG = "a line of a long tool output\n" * 200
 
@@ -102,6 +113,9 @@ def test_an_empty_policy_keeps_everything(store: EventStore) -> None:
         ('[default]\ncompact_afer = "30d"', "compact_afer"),
         ('[defaults]\ncompact_after = "30d"', "defaults"),
         ("[conversations.c]\ndelete_idle_after = 30", "conversations.c.delete_idle_after"),
+        ('[default]\nredact_after = "90"', "default.redact_after"),
+        ("[conversations.c]\nredact_after = 90", "conversations.c.redact_after"),
+        ('[default]\nredact_afterwards = "90d"', "redact_afterwards"),
         ("[default", "TOML"),
     ],
 )
@@ -184,3 +198,174 @@ def test_a_source_conversation_goes_once_its_forks_have(store: EventStore) -> No
 def test_a_bad_keep_last_is_refused_with_where(toml: str, named: str) -> None:
     with pytest.raises(InvalidArgumentError, match=named.replace(".", r"\.")):
         RetentionPolicy.from_toml(toml)
+
+
+# -- redact_after: old content goes, live events too; metadata stays -------------------------
+
+SECRET = "my card is 4111 1111 1111 1111"
+
+
+def _live(store: EventStore, cid: str) -> None:
+    """seq 1 m1 (a secret), 2 a1, 3 o1 (a long output), 4 m2: all in the live view."""
+    store.append(
+        cid,
+        [
+            message(f"{cid}-m1", SECRET),
+            action(f"{cid}-a1", "t1"),
+            {
+                "id": f"{cid}-o1",
+                "source": "environment",
+                "tool_name": "terminal",
+                "tool_call_id": "t1",
+                "action_id": f"{cid}-a1",
+                "observation": {"content": [{"type": "text", "text": BIG}], "kind": "X"},
+                "kind": "ObservationEvent",
+            },
+            message(f"{cid}-m2", "said just now"),
+        ],
+    )
+
+
+def _backdate(store: EventStore, cid: str, days: int, upto: int) -> None:
+    """Make ``cid``'s events up to seq ``upto`` look appended ``days`` earlier, as the database
+    owner could: the conversation's creation moves with them and its last append stays its
+    last event's, so the times still rise along seq and ``verify`` has nothing to say (``age``
+    moves the conversation row's last append only; ``redact_after`` reads the log's)."""
+    shift = timedelta(days=days)
+    with store.engine.begin() as conn, guard_off(conn):
+        for seq, at in conn.execute(
+            select(events.c.seq, events.c.recorded_at).where(
+                events.c.conversation_id == cid, events.c.seq <= upto
+            )
+        ).all():
+            conn.execute(
+                update(events)
+                .where(events.c.conversation_id == cid, events.c.seq == seq)
+                .values(recorded_at=at - shift)
+            )
+        (created,) = conn.execute(
+            select(conversations.c.created_at).where(conversations.c.id == cid)
+        ).one()
+        last = select(func.max(events.c.recorded_at)).where(events.c.conversation_id == cid)
+        conn.execute(
+            update(conversations)
+            .where(conversations.c.id == cid)
+            .values(created_at=created - shift, updated_at=last.scalar_subquery())
+        )
+
+
+def _payloads(store: EventStore, cid: str) -> dict[str, str]:
+    return {e.event_id: e.payload_json for e in store.events(cid)}
+
+
+REDACT = '[default]\nredact_after = "90d"'
+
+
+def test_redact_after_is_read_like_the_other_rules() -> None:
+    policy = RetentionPolicy.from_toml(
+        '[default]\nredact_after = "90d"\n[conversations.c]\ncompact_after = "1d"\n'
+        '[conversations.hold]\nredact_after = "never"'
+    )
+    assert policy.default.redact_after == timedelta(days=90)
+    assert policy.for_conversation("c").redact_after == timedelta(days=90)  # kept
+    assert policy.for_conversation("hold").redact_after is None
+    assert RetentionPolicy.from_toml("").default.redact_after is None  # never, by default
+    assert policy.to_dict()["default"]["redact_after"] == "90d"
+    assert policy.to_dict()["conversations"]["hold"]["redact_after"] == "never"
+
+
+def test_old_events_are_redacted_live_ones_too(store: EventStore) -> None:
+    _live(store, "c")
+    _backdate(store, "c", days=100, upto=3)
+    view = store.view("c")
+    older = RetentionPolicy.from_toml('[default]\nredact_after = "200d"')
+    assert store.apply_retention(older).redacted == 0  # not before its age
+    assert store.redactions("c") == []
+    report = store.apply_retention(RetentionPolicy.from_toml(REDACT))
+    assert (report.redacted, report.redacted_conversations, report.events) == (3, 1, 0)
+    assert report.redacted_bytes > len(BIG) // 2  # less the three records
+    payloads = _payloads(store, "c")
+    for eid in ("c-m1", "c-a1", "c-o1"):
+        assert MARK in payloads[eid] and COMPACTED not in payloads[eid], eid
+    assert SECRET not in payloads["c-m1"] and "long tool output" not in payloads["c-o1"]
+    assert "said just now" in payloads["c-m2"]  # younger than the rule
+    # Its metadata stays: the view, its indices and the request flag are what they were.
+    after = store.view("c")
+    assert (after.event_ids, after.manipulation_indices) == (
+        view.event_ids,
+        view.manipulation_indices,
+    )
+    # Unlike compaction, it reaches what the LLM is sent on resume.
+    assert MARK in store.resume_view("c").events[0].payload_json
+    records = store.redactions("c")
+    assert [(r.event_id, r.paths, r.compacted, r.policy, r.reason) for r in records] == [
+        (f"c-{eid}", None, False, "redact after 90d", "retention") for eid in ("m1", "a1", "o1")
+    ]
+    verified = store.verify("c")
+    assert verified.ok, verified.problems
+    notes = verified.conversations[0].notes
+    assert any("redacted by retention (redact after 90d)" in note for note in notes), notes
+
+
+def test_redact_after_twice_and_dry_run(store: EventStore) -> None:
+    _live(store, "c")
+    _backdate(store, "c", days=100, upto=3)
+    policy = RetentionPolicy.from_toml(REDACT)
+    untouched = dump(store.engine)
+    dry = store.apply_retention(policy, dry_run=True)
+    assert (dry.dry_run, dry.redacted, dry.redacted_conversations) == (True, 3, 1)
+    assert dump(store.engine) == untouched
+    done = store.apply_retention(policy)
+    assert (done.redacted, done.redacted_bytes) == (dry.redacted, dry.redacted_bytes)
+    redacted = dump(store.engine)
+    again = store.apply_retention(policy)
+    assert (again.redacted, again.redacted_bytes, again.redacted_conversations) == (0, 0, 1)
+    assert dump(store.engine) == redacted
+    assert store.verify().ok
+
+
+def test_a_fork_over_a_redacted_event_is_taken(store: EventStore) -> None:
+    _live(store, "c")
+    store.fork("c", 3, "before")  # shares m1..o1: the log rows it reads are c's
+    _backdate(store, "c", days=100, upto=3)
+    store.apply_retention(RetentionPolicy.from_toml(REDACT))
+    assert MARK in store.view("before").events[0].payload_json  # as after store.redact
+    store.fork("c", 3, "after")  # not a CompactedHistoryError: redacted, not compacted
+    assert [e.id for e in store.view("after").events] == ["c-m1", "c-a1", "c-o1"]
+    assert SECRET not in store.view("after").events[0].payload_json
+    assert store.verify().ok, store.verify().problems
+
+
+def test_compacted_and_redacted_are_told_apart(store: EventStore) -> None:
+    """seq 1 m, 2 a, 3 o (big), 4 k (forgets a, o): o is compacted first, a (too small to
+    compact) and m (live) are then redacted; the condensation is kept."""
+    _condensed(store, "c")
+    store.append("c", [message("c-new", "said just now")])
+    _backdate(store, "c", days=100, upto=4)
+    both = '[default]\ncompact_after = "0d"\nredact_after = "90d"'
+    report = store.apply_retention(RetentionPolicy.from_toml(both))
+    assert (report.events, report.small, report.redacted) == (1, 1, 2)
+    records = {r.event_id: r for r in store.redactions("c")}
+    assert sorted(records) == ["c-a", "c-m", "c-o"]
+    assert [records[eid].compacted for eid in ("c-a", "c-m", "c-o")] == [False, False, True]
+    payloads = _payloads(store, "c")
+    assert COMPACTED in payloads["c-o"] and MARK in payloads["c-m"] and MARK in payloads["c-a"]
+    assert store.verify("c").ok, store.verify("c").problems
+    with pytest.raises(CompactedHistoryError, match="c-o"):  # a compaction still refuses
+        store.fork("c", 3, "f")
+    store.fork("c", 1, "g")  # over the redacted message only
+    with pytest.raises(InvalidArgumentError, match="redact after"):
+        store.compact(older_than=timedelta(0), policy="redact after 1d")
+
+
+def test_a_conversation_can_keep_its_content(store: EventStore) -> None:
+    for cid in ("c", "hold"):
+        _live(store, cid)
+        _backdate(store, cid, days=100, upto=4)
+    policy = f'{REDACT}\n[conversations."hold"]\nredact_after = "never"'
+    report = store.apply_retention(RetentionPolicy.from_toml(policy))
+    assert (report.redacted, report.redacted_conversations) == (4, 1)
+    assert store.redactions("hold") == []
+    assert SECRET in _payloads(store, "hold")["hold-m1"]
+    assert all(MARK in payload for payload in _payloads(store, "c").values())
+    assert store.verify().ok, store.verify().problems

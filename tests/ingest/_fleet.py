@@ -452,6 +452,7 @@ class Ingest:
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
     extra: tuple[str, ...] = ()  # more options of `viewstore ingest`
+    root: tuple[str, ...] = ()  # options of `viewstore` itself (--masking FILE)
 
     @property
     def url(self) -> str:
@@ -466,6 +467,7 @@ class Ingest:
                     str(BIN / "viewstore"),
                     "--url",
                     self.store_url,
+                    *self.root,
                     "ingest",
                     "--port",
                     f"{self.port}",

@@ -10,6 +10,7 @@ the stored views equal the SDK's views of those events.
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import threading
@@ -21,7 +22,7 @@ import pytest
 
 pytest.importorskip("openhands.agent_server", reason="openhands.agent_server is not importable")
 
-from viewstore import EventStore
+from viewstore import EventStore, MaskingRules, parse_event
 
 from ._fleet import (
     BIN,
@@ -220,3 +221,55 @@ def test_sync_pulls_a_server_without_webhooks(
         assert_views_equal_the_sdks(store, server, conversation)
     again = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     assert again.returncode == 0 and "eta: 0 event(s) appended" in again.stderr
+
+
+def test_the_ingest_masks_what_its_rules_find(
+    tmp_path: Path, llm: ScriptedLLM, servers: list[AgentServer], store: EventStore, store_url: str
+) -> None:
+    """``viewstore --masking FILE ingest`` (docs/masking.md): a token a user sent an agent
+    server is stored as ``[masked:github-token]``, each event otherwise as the server has it,
+    with its record; a pull of the same server afterwards finds its log and the store agree."""
+    rules_file = tmp_path / "masking.toml"
+    rules_file.write_text('use = ["common"]\n')
+    rules = MaskingRules.from_file(rules_file)
+    token = "ghp_" + "T0k3n" * 8
+    ingest = Ingest(
+        store_url,
+        tmp_path / "sources.toml",
+        free_port(),
+        tmp_path / "ingest.log",
+        root=("--masking", str(rules_file)),
+    )
+    [server] = _start_fleet(tmp_path, ingest, servers, ["masker"])
+    ingest.start()
+    try:
+        conversation = server.start_conversation(llm, 1, condense=False)
+        server.wait_finished(conversation)
+        server.send_message(conversation, f"deploy with {token}, then stop")
+        server.wait_finished(conversation)
+
+        def as_masked() -> list[dict[str, Any]]:
+            return [
+                rules.mask(parse_event(item))[0].payload for item in server.events(conversation)
+            ]
+
+        wait_until(
+            lambda: [e.payload for e in store.events(conversation)] == as_masked(),
+            60,
+            "the conversation stored, masked",
+        )
+    finally:
+        ingest.stop()
+    stored = store.events(conversation)
+    assert not [e.seq for e in stored if token in e.payload_json]
+    assert any(token in json.dumps(item) for item in server.events(conversation))
+    records = store.masks(conversation)
+    assert records and {m.rule for r in records for m in r.masked} == {"github-token"}
+    assert_views_equal_the_sdks(store, server, conversation)
+    command = [str(BIN / "viewstore"), "--url", store_url, "--masking", str(rules_file)]
+    env = {"VIEWSTORE_INGEST_SOURCES": str(ingest.sources_file), "PATH": "/usr/bin:/bin"}
+    pulled = subprocess.run(
+        [*command, "sync", "masker"], env=env, capture_output=True, text=True, check=False
+    )
+    assert pulled.returncode == 0 and "masker: 0 event(s) appended" in pulled.stderr, pulled
+    assert store.verify().ok

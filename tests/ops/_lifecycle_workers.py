@@ -8,11 +8,14 @@ redacted content survives anywhere, and that every conversation still equals its
 
 Every text an event carries holds a token ``<secret-ID>`` naming the event, delimited so that
 no token is a substring of another: once an event is redacted its token must be found in no
-row of any table.
+row of any table. Some messages also carry a key (``key_of``) that every worker's store masks
+before storing it (docs/masking.md): it must be found in no row at all. A retention step
+applies a policy whose ``redact_after`` of 0s redacts all of one conversation's own log.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 from datetime import timedelta
 from typing import Any
@@ -27,6 +30,8 @@ from viewstore import (
     ConversationNotFoundError,
     EventStore,
     InvalidArgumentError,
+    MaskingRules,
+    RetentionPolicy,
     StoredView,
     append_with_retry,
 )
@@ -43,15 +48,25 @@ EXPECTED = (
 VIEW_CAP = 10  # condense a view this long, so condensations happen inside tool loops too
 
 
+#: The rule every worker's store masks by.
+MASKING = MaskingRules.from_toml("[[rules]]\nname = 'race-key'\npattern = 'sk-race-[0-9a-f]{24}'")
+KEY_PREFIX = "sk-race-"
+
+
 def token(event_id: str) -> str:
     return f"<secret-{event_id}>"
 
 
-def _message(eid: str) -> dict[str, Any]:
+def key_of(event_id: str) -> str:
+    return KEY_PREFIX + hashlib.sha256(event_id.encode()).hexdigest()[:24]
+
+
+def _message(eid: str, *, keyed: bool = False) -> dict[str, Any]:
+    said = f"{token(eid)} key {key_of(eid)}" if keyed else token(eid)
     return {
         "id": eid,
         "source": "user",
-        "llm_message": {"role": "user", "content": [{"type": "text", "text": token(eid)}]},
+        "llm_message": {"role": "user", "content": [{"type": "text", "text": said}]},
         "kind": "MessageEvent",
     }
 
@@ -105,7 +120,7 @@ def _batch(rng: random.Random, prefix: str, view: StoredView | None) -> list[dic
         forget = rng.sample(ids, rng.randint(1, len(ids) // 2))
         return [_condensation(f"{prefix}c", forget)]
     if rng.random() < 0.4:
-        return [_message(f"{prefix}m")]
+        return [_message(f"{prefix}m", keyed=rng.random() < 0.5)]
     calls = rng.randint(1, 3)
     response = f"{prefix}r"
     actions = [_action(f"{prefix}a{k}", f"{prefix}t{k}", response) for k in range(calls)]
@@ -139,6 +154,7 @@ class _Worker:
             "erase": 0,
             "sizes": 0,
             "compact": 0,
+            "retention": 0,
             "refused": 0,
         }
         self.conflicts = 0
@@ -222,10 +238,20 @@ class _Worker:
             self.redact(row.id)
         elif choice < 0.92:
             self.erase(rows)
-        elif choice < 0.96:
+        elif choice < 0.95:
             self.compact(row.id)
+        elif choice < 0.97:
+            self.retain(row.id)
         else:
             self.sizes()
+
+    def retain(self, conv: str) -> None:
+        """A retention policy whose one rule redacts all of ``conv``'s own log (docs/retention.md,
+        ``redact_after``): it races the appends, forks, redactions and compactions of the same
+        events."""
+        policy = RetentionPolicy.from_toml(f'[conversations."{conv}"]\nredact_after = "0s"\n')
+        self.store.apply_retention(policy, pace=0)
+        self.counts["retention"] += 1
 
     def compact(self, conv: str) -> None:
         """Compaction of one conversation, or of the whole store, at age 0 and whatever the
@@ -251,7 +277,7 @@ class _Worker:
 
 def lifecycle_worker(url: str, worker: int, steps: int, seed: int) -> dict[str, Any]:
     errors: list[str] = []
-    with EventStore(url) as store:
+    with EventStore(url, masking=MASKING) as store:
         state = _Worker(store, worker, seed)
         for step in range(steps):
             try:

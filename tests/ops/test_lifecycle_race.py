@@ -30,7 +30,7 @@ from viewstore.store.read.sizes import SIZE_ORDERS
 
 from ..store._helpers import triple
 from ._helpers import backend
-from ._lifecycle_workers import lifecycle_worker, token
+from ._lifecycle_workers import KEY_PREFIX, lifecycle_worker, token
 
 #: Also on hash-partitioned tables (tests/conftest.py, docs/distribution.md).
 PARTITIONED_TOO = True
@@ -122,6 +122,43 @@ def _check_compacted(store: EventStore, living: set[str]) -> int:
     return len(compacted)
 
 
+def _check_masked(store: EventStore, results: list[dict[str, Any]], living: set[str]) -> int:
+    """No row of any table holds a key masking took; every acknowledged keyed message of a
+    living conversation has its record (a redaction since keeps it); the number of records."""
+    with store.engine.connect() as conn:
+        for table, column in (
+            ("events", "payload"),
+            ("view_entries", "payload"),
+            ("condensations", "summary"),
+            ("masks", "masked"),
+        ):
+            found = conn.execute(
+                text(f"SELECT count(*) FROM {table} WHERE {column} LIKE :key"),
+                {"key": f"%{KEY_PREFIX}%"},
+            ).scalar()
+            assert found == 0, (table, found)
+    recorded = {(r.conversation_id, r.event_id) for conv in living for r in store.masks(conv)}
+    for result in results:
+        for conv, ids in result["appended"]:
+            if conv not in living:
+                continue
+            keyed = [eid for eid in ids if eid.endswith("m")]
+            for event in store.events(conv):
+                if event.event_id in keyed and "[masked:race-key]" in event.payload_json:
+                    assert (conv, event.event_id) in recorded, (conv, event.event_id)
+    return len(recorded)
+
+
+def _policy_redacted(store: EventStore, living: set[str]) -> set[str]:
+    """The events a retention policy's ``redact_after`` redacted."""
+    return {
+        record.event_id
+        for conv in living
+        for record in store.redactions(conv)
+        if record.policy is not None and not record.compacted
+    }
+
+
 def _check_size_orders(store: EventStore) -> None:
     """Each size order lists the living conversations by their present figures, and after a
     full refresh every copy is its conversation's."""
@@ -187,15 +224,18 @@ def test_forks_redactions_erasures_and_appends_race_cleanly(
             if not report.ok:
                 problems[conv] = report.problems
         assert problems == {}, list(problems.items())[:3]
-        assert _leaks(store, redacted) == []
+        by_policy = _policy_redacted(store, living)
+        assert _leaks(store, redacted | by_policy) == []
         appended = _check_appends(store, results, living)
         assert store.verify().ok
         compacted = _check_compacted(store, living)
+        masked = _check_masked(store, results, living)
         _check_size_orders(store)
     with capsys.disabled():
         print(
             f"\n[ops] lifecycle race {backend(db_url)}: {WORKERS} processes x {STEPS} steps, "
             f"{dict(counts)}, {appended} acknowledged events checked, {len(living)} "
-            f"conversations, {len(redacted)} events redacted, {compacted} compacted, "
+            f"conversations, {len(redacted)} events redacted, {len(by_policy)} by policy, "
+            f"{compacted} compacted, {masked} masked, "
             f"{elapsed:.1f}s"
         )

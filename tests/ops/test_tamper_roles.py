@@ -42,7 +42,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
-from viewstore import EventStore
+from viewstore import EventStore, MaskingRules
 from viewstore.store.audit import audit
 from viewstore.store.database.roles import role_name, role_names
 from viewstore.store.database.schema import metadata
@@ -99,6 +99,7 @@ ROWS = {
     "server_conversations": "conversation_id = 'c'",
     "tombstones": "conversation_id = 'gone'",
     "redactions": "conversation_id = 'c'",
+    "masks": "conversation_id = 'u'",
     "catalogue_sizes": "conversation_id = 'f'",
 }
 #: Columns holding a conversation id: forged by pointing the row at another conversation.
@@ -115,6 +116,9 @@ def _build(store: EventStore) -> None:
     store.append("g", message("g7"))
     store.redact("c", "m1", reason="shared by every fork")
     store.append("u", [message("u1"), message("u2")])
+    # A masked event (docs/masking.md), whose record sits beside it.
+    with EventStore(store.engine, masking=MaskingRules.from_toml('use = ["common"]')) as masking:
+        masking.append("u", message("u3", "key sk-proj-" + "Ab1" * 10))
     store.append("gone", message("x1"))
     store.erase("gone", reason="test")
     store.save_base_state("c", json.dumps({"id": "c", "agent": {}}), at_version=7)

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
-from viewstore import EventStore, StorageError, append_with_retry
+from viewstore import EventStore, MaskingRules, StorageError, append_with_retry
 from viewstore.store.database.engine import normalize_url
 from viewstore.store.database.roles import role_name, role_names
 
@@ -102,6 +102,17 @@ def test_a_writer_appends_reads_and_rebuilds(fresh_pg_url: str) -> None:
         assert store.rebuild() == 2  # which recopies them
         assert [c.id for c in store.conversations(order_by="version")] == ["d", "c"]
         assert store.verify(against=store.checkpoint()).ok
+    # Masking (docs/masking.md): the writer inserts its records, and may change none.
+    rules = MaskingRules.from_toml('use = ["common"]')
+    with (
+        login_in(fresh_pg_url, writer_role) as login,
+        EventStore(as_login(fresh_pg_url, login), masking=rules) as store,
+    ):
+        store.append("m", [message("s1", "key sk-proj-" + "w" * 30), message("s2")])
+        assert [r.seq for r in store.masks("m")] == [1]
+        for statement in ("UPDATE masks SET masked = '[]'", "DELETE FROM masks"):
+            _refused(store.engine, statement)
+        assert store.verify().ok
 
 
 TAMPERING = [

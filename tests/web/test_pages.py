@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from starlette.testclient import TestClient
 
-from viewstore import EventStore
+from viewstore import EventStore, MaskingRules
 from viewstore.store.read.catalogue import CatalogueCount
 from viewstore.store.records import SourceInfo
 from viewstore.web import create_app, details
@@ -492,3 +492,19 @@ def test_compacted_events_are_shown_as_such(db_url: str, browsed: Browsed) -> No
         then = html.unescape(client.get("/c/kept", params={"seq": 2}).text)
         assert _view_ids(then) == ["k-u", "k-m"]
         assert "[compacted]" in then and "long forgotten" not in then
+
+
+def test_masked_events_are_counted_with_their_rules(db_url: str, browsed: Browsed) -> None:
+    """An event masking changed (docs/masking.md) shows its mark, and the page counts the
+    masked events with the rules that matched."""
+    rules = MaskingRules.from_toml('use = ["common"]')
+    with EventStore(db_url, masking=rules) as store:
+        store.append(
+            "masked",
+            [{"kind": "MessageEvent", "id": "s-u", "source": "user", "llm_message": {
+                "role": "user", "content": [{"type": "text", "text": "token ghp_" + "k" * 36}]}}],
+        )  # fmt: skip
+    with TestClient(create_app(db_url)) as client:
+        page = " ".join(html.unescape(client.get("/c/masked").text).split())
+        assert "1 event(s) masked before they were stored (github-token): seq 1" in page
+        assert "[masked:github-token]" in page and "k" * 36 not in page

@@ -31,7 +31,8 @@ from contextlib import (
     asynccontextmanager,
     nullcontext,
 )
-from typing import Any, Concatenate, ParamSpec, Self, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Self, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
@@ -39,6 +40,9 @@ from sqlalchemy.orm import Session
 from sqlalchemy.util.concurrency import greenlet_spawn
 
 from viewstore.aio.calls import Calls
+
+if TYPE_CHECKING:
+    from viewstore.domain.masking import MaskingRules
 from viewstore.aio.engine import create_async_engine
 from viewstore.store import (
     DEFAULT_LIMIT,
@@ -107,6 +111,7 @@ class AsyncEventStore:
         chain_key: str | bytes | None = None,
         fast_path: bool = True,
         server_append: bool | None = None,
+        masking: MaskingRules | str | Path | None = None,
     ) -> None:
         if isinstance(url_or_engine, AsyncEngine):
             self.engine = url_or_engine
@@ -123,6 +128,7 @@ class AsyncEventStore:
                 chain_key=chain_key,
                 fast_path=fast_path,
                 server_append=server_append,
+                masking=masking,
             )
         except BaseException:
             if self._owns_engine:
@@ -340,6 +346,7 @@ class AsyncEventStore:
     fork_origin = _shell(EventStore.fork_origin)
     forks = _shell(EventStore.forks)
     redactions = _shell(EventStore.redactions)
+    masks = _shell(EventStore.masks)
     tombstone = _shell(EventStore.tombstone)
 
     # -- auditing -----------------------------------------------------------------------

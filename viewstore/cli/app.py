@@ -48,6 +48,7 @@ class UserError(Exception):
 class Context:
     url: str
     schema: str | None = None
+    masking: str | None = None  # the rules file every append of this command masks by
     _store: EventStore | None = None
     _out: Console | None = None
     _err: Console | None = None
@@ -70,7 +71,9 @@ class Context:
         if self._store is None:
             from viewstore.store import EventStore  # noqa: PLC0415 - start-up time
 
-            self._store = open_url(self.url, lambda url: EventStore(url, schema=self.schema))
+            self._store = open_url(
+                self.url, lambda url: EventStore(url, schema=self.schema, masking=self.masking)
+            )
         return self._store
 
     def create_if_new(self) -> None:
@@ -210,6 +213,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "ingest": ("ingest", "Receive OpenHands agent servers' webhooks into the store (see..."),
     "init": ("commands", "Create or migrate the database schema to the newest revision."),
     "list": ("catalogue", "The conversations, two lines each: id, last activity (UTC),..."),
+    "masking": ("masking", "Masking rules: check a rules file, try it on events, list..."),
     "prune": ("lifecycle", "Erase every conversation inactive for longer than a retention..."),
     "rebuild": ("commands", "Rewrite the view and index rows from the event log (one..."),
     "refresh": ("catalogue", "Bring the catalogue's copies of each conversation's events..."),
@@ -300,10 +304,19 @@ def silence_stdout() -> None:
     show_envvar=True,
     help="PostgreSQL only: keep the store's tables in this schema (default: public).",
 )
+@click.option(
+    "--masking",
+    envvar="VIEWSTORE_MASKING_RULES",
+    default=None,
+    show_envvar=True,
+    metavar="FILE",
+    help="Mask what these rules find in each event before it is stored (a TOML file: "
+    "docs/masking.md).",
+)
 @click.pass_context
-def cli(ctx: click.Context, url: str, schema: str | None) -> None:
+def cli(ctx: click.Context, url: str, schema: str | None, masking: str | None) -> None:
     """viewstore: OpenHands conversations, their views and manipulation indices, in SQL."""
-    state = Context(url=url, schema=schema)
+    state = Context(url=url, schema=schema, masking=masking)
     ctx.obj = state
     ctx.call_on_close(state.close)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -20,6 +21,7 @@ from viewstore.cli.app import (
     pass_state,
     printable,
 )
+from viewstore.cli.sweeping import prepare, retention_options, running
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -87,6 +89,7 @@ def _sources_option(help_: str) -> Callable[[F], F]:
     show_default=True,
     help="Posts of one agent server in the ingest at once, working or waiting (more: 503).",
 )
+@retention_options
 @pass_state
 def ingest(  # noqa: PLR0917 (click passes the options positionally by name)
     state: Context,
@@ -99,6 +102,9 @@ def ingest(  # noqa: PLR0917 (click passes the options positionally by name)
     max_batch: int,
     source_threads: int,
     source_queue: int,
+    retention_policy: Path | None,
+    retention_every: str,
+    retention_url: str | None,
 ) -> None:
     """Receive OpenHands agent servers' webhooks into the store (see docs/fleet.md)."""
     try:
@@ -112,7 +118,8 @@ def ingest(  # noqa: PLR0917 (click passes the options positionally by name)
     from viewstore.ingest.sources import Sources  # noqa: PLC0415 - start-up time
     from viewstore.store import EventStore  # noqa: PLC0415 - start-up time
 
-    store = open_url(ingest_url or state.url, lambda url: EventStore(url, schema=state.schema))
+    url = ingest_url or state.url
+    store = open_url(url, lambda url: EventStore(url, schema=state.schema, masking=state.masking))
     store.conversation_count()  # a bad URL or a missing schema fails here, in one line
     if not token:
         raise UserError("the ingest needs a token: set VIEWSTORE_INGEST_TOKEN (or --token)")
@@ -128,12 +135,20 @@ def ingest(  # noqa: PLR0917 (click passes the options positionally by name)
         source_threads=source_threads,
         source_queue=max(source_queue, source_threads),
     )
+    sweeper = prepare(
+        state,
+        url,
+        retention_policy=retention_policy,
+        retention_every=retention_every,
+        retention_url=retention_url,
+    )
     app = create_app(store, token=token, sources=sources, limits=limits)
     click.echo(
         f"viewstore ingest on http://{host}:{port}/ ({len(sources.by_name)} agent server(s))",
         err=True,
     )
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    with running(sweeper):
+        uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
 @cli.command()

@@ -3,7 +3,7 @@ a policy, ``viewstore retention run`` applies it once or, with ``--every``, agai
 
 from __future__ import annotations
 
-import time
+import logging
 from pathlib import Path
 
 import click
@@ -24,7 +24,8 @@ _POLICY = click.option(
 
 @cli.group()
 def retention() -> None:
-    """Apply a retention policy: compact what every view forgot, erase idle conversations."""
+    """Apply a retention policy: compact what every view forgot, redact old content, erase
+    idle conversations."""
 
 
 @retention.command()
@@ -43,6 +44,7 @@ def show(state: Context, policy_file: Path, as_json: bool) -> None:
         kept = policy.keep_last_per_source if scope == "default" else None
         state.out.print(
             f"{scope}: compact after {shown['compact_after']}, "
+            f"redact after {shown['redact_after']}, "
             f"delete idle after {shown['delete_idle_after']}"
             + ("" if kept is None else f", keep the last {kept} of each source"),
             markup=False,
@@ -79,26 +81,39 @@ def run(
     First the erasures: each agent server's conversations beyond its last keep_last, then each
     conversation idle for longer than its delete_idle_after (forks before their sources),
     leaving tombstones. Then compaction: the content of each
-    event every view forgot, older than compact_after, becomes [compacted]. The policy file
+    event every view forgot, older than compact_after, becomes [compacted]. Then redaction:
+    the content of every event older than redact_after, in the live view too, becomes
+    [redacted], its metadata kept. The policy file
     is read again before each run. Safe to interrupt and run again; on PostgreSQL several may
     run at once."""
     period = None if every is None else parse_duration(every, "--every")
     store = state.store  # first: a missing database is the error to give
-    while True:
-        policy = RetentionPolicy.from_file(policy_file)
-        report = store.apply_retention(policy, dry_run=dry_run, pace=pace)
+    from viewstore.cli.sweeping import log_to_stderr  # noqa: PLC0415 - start-up time
+    from viewstore.store import RetentionReport  # noqa: PLC0415 - start-up time
+    from viewstore.sweeper import DEFAULT_EVERY, RetentionSweeper  # noqa: PLC0415 - as above
+
+    def show(report: RetentionReport) -> None:
         if as_json:
             state.print_json(report.to_dict())
         else:
-            erase, compact = (
-                ("would erase", "would compact") if dry_run else ("erased", "compacted")
+            erase, compact, redact = (
+                ("would erase", "would compact", "would redact")
+                if dry_run
+                else ("erased", "compacted", "redacted")
             )
             state.out.print(
                 f"{erase} {len(report.erased)} conversation(s); {compact} "
                 f"{report.events} event(s) of {report.compacted_conversations} "
-                f"conversation(s), {report.bytes_freed} bytes",
+                f"conversation(s), {report.bytes_freed} bytes; {redact} {report.redacted} "
+                f"event(s) of {report.redacted_conversations} conversation(s)",
                 markup=False,
             )
-        if period is None:
-            return
-        time.sleep(period.total_seconds())
+
+    every_period = period or DEFAULT_EVERY
+    sweeper = RetentionSweeper(
+        store, policy_file, every=every_period, pace=pace, dry_run=dry_run, on_report=show
+    )
+    show(sweeper.sweep())  # the first run's mistake ends the command, in one line
+    if period is not None:
+        log_to_stderr(logging.WARNING)  # a later run's is said, and the next run goes on
+        sweeper.run(wait_first=True)

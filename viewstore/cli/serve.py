@@ -9,10 +9,12 @@ import errno
 import json
 import os
 import socket
+from pathlib import Path
 
 import click
 
 from viewstore.cli.app import Context, UserError, cli, open_url, pass_state
+from viewstore.cli.sweeping import prepare, retention_options, running
 
 
 @cli.command()
@@ -47,6 +49,7 @@ from viewstore.cli.app import Context, UserError, cli, open_url, pass_state
     help="Server processes (each with its own connections): a page's rendering holds one "
     "CPU, so N processes serve up to N cores.",
 )
+@retention_options
 @pass_state
 def serve(  # noqa: PLR0917 (click passes the options positionally by name)
     state: Context,
@@ -55,6 +58,9 @@ def serve(  # noqa: PLR0917 (click passes the options positionally by name)
     port: int,
     token: str | None,
     workers: int,
+    retention_policy: Path | None,
+    retention_every: str,
+    retention_url: str | None,
 ) -> None:
     """Serve a read-only web viewer of the conversations."""
     try:
@@ -70,6 +76,13 @@ def serve(  # noqa: PLR0917 (click passes the options positionally by name)
     app = open_url(url, lambda url: create_app(url, schema=state.schema, token=token))
     app.state.store.conversations()  # a bad URL or a missing schema fails here, in one line
     _check_address(host, port)
+    sweeper = prepare(
+        state,
+        url,
+        retention_policy=retention_policy,
+        retention_every=retention_every,
+        retention_url=retention_url,
+    )
     guarded = ", token required" if token else ""
     processes = f", {workers} processes" if workers > 1 else ""
     click.echo(
@@ -78,20 +91,24 @@ def serve(  # noqa: PLR0917 (click passes the options positionally by name)
     # An open page of the list keeps a stream of the change feed open (/api/feed/follow), which
     # never ends by itself: on Ctrl-C or SIGTERM give requests 2 s, then cut the streams (the
     # browser resumes from its last event when the viewer is back).
-    if workers == 1:
-        uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
-        return
-    app.state.store.close()  # checked; each worker opens its own
-    os.environ[WORKER_SETTINGS] = json.dumps({"url": url, "schema": state.schema, "token": token})
-    uvicorn.run(
-        "viewstore.web.app:worker_app",
-        factory=True,
-        workers=workers,
-        host=host,
-        port=port,
-        log_level="warning",
-        timeout_graceful_shutdown=2,
-    )
+    # The sweeper is a thread of this process, also with --workers: one sweeper, not one
+    # per worker.
+    with running(sweeper):
+        if workers == 1:
+            uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
+            return
+        app.state.store.close()  # checked; each worker opens its own
+        settings = {"url": url, "schema": state.schema, "token": token}
+        os.environ[WORKER_SETTINGS] = json.dumps(settings)
+        uvicorn.run(
+            "viewstore.web.app:worker_app",
+            factory=True,
+            workers=workers,
+            host=host,
+            port=port,
+            log_level="warning",
+            timeout_graceful_shutdown=2,
+        )
 
 
 def _check_address(host: str, port: int) -> None:

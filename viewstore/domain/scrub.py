@@ -155,7 +155,7 @@ def _redact_path(obj: dict[str, Any], path: str, event_id: str) -> None:
             parent = parent[key]
 
 
-def _envelope(event: Event) -> tuple[Any, ...]:
+def view_envelope(event: Event) -> tuple[Any, ...]:
     return (
         event.kind,
         event.id,
@@ -191,7 +191,7 @@ def redacted_payload(payload: str, paths: Sequence[str] | None, *, mark: str = M
     except InvalidEventError as error:
         message = f"event {before.id!r}: redacted, it would not parse: {error}"
         raise InvalidArgumentError(message) from error
-    if _envelope(after) != _envelope(before):
+    if view_envelope(after) != view_envelope(before):
         raise InvalidArgumentError(
             f"event {before.id!r}: redacting these paths would change what the view is built "
             "from (the event's role, tool-call or response ids, thinking blocks or summary)"

@@ -36,8 +36,10 @@ from viewstore.domain.errors import (
     ConcurrencyError,
     ConversationNotFoundError,
     ConversationOwnedError,
+    InvalidEventError,
     SourceMismatchError,
 )
+from viewstore.domain.events import parse_event
 from viewstore.ingest.agent_server import PAGE_LIMIT, AgentServerClient
 from viewstore.store import EventStore, StoredEvent
 
@@ -287,7 +289,7 @@ def _check_same_event(
             client.source.name,
             f"its last stored event {last.event_id!r} is not in the agent server's log",
         )
-    if first != last.payload and not any(
+    if _as_stored(store, first) != last.payload and not any(
         redaction.seq == last.seq for redaction in store.redactions(key)
     ):
         raise SourceMismatchError(
@@ -296,6 +298,17 @@ def _check_same_event(
             f"the agent server's event {last.event_id!r} is not the one stored at seq "
             f"{last.seq} (other content under the same id); nothing stored",
         )
+
+
+def _as_stored(store: EventStore, item: dict[str, Any]) -> dict[str, Any]:
+    """The server's copy of an event as the store keeps it: masked by the store's rules."""
+    if store.masking is None:
+        return item
+    try:
+        masked, _ = store.masking.mask(parse_event(item))
+    except InvalidEventError:
+        return item  # not an event the store would take: it differs from the stored one
+    return masked.payload
 
 
 def _read_to_end(

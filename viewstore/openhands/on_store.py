@@ -7,16 +7,22 @@ hook, and its conversations live in the store instead of its ``conversations_pat
 ``VIEWSTORE_URL`` (required) names the store, made with ``viewstore init``.
 ``VIEWSTORE_SERVER_NAME`` names this server in leases and logs (default: the host name).
 ``VIEWSTORE_IDLE_SECONDS`` is how long a conversation may sit idle before this server lets it
-go, so another server may run it (default 30). docs/agent-servers.md has the rest.
+go, so another server may run it (default 30). ``VIEWSTORE_RETENTION_POLICY`` (a policy file,
+docs/retention.md) has a thread of this server apply it every ``VIEWSTORE_RETENTION_EVERY``
+(default 1h), signed in at ``VIEWSTORE_RETENTION_URL`` (default ``VIEWSTORE_URL``).
+docs/agent-servers.md has the rest.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import socket
 
+from viewstore.domain.errors import InvalidArgumentError
 from viewstore.openhands.server_internals import install
 from viewstore.store import EventStore
+from viewstore.sweeper import from_environment
 
 
 def _from_environment() -> None:
@@ -33,11 +39,18 @@ def _from_environment() -> None:
         raise SystemExit(
             f"VIEWSTORE_IDLE_SECONDS must be a number of seconds, got {idle!r}"
         ) from None
+    try:
+        sweeper = from_environment(url)
+    except InvalidArgumentError as error:
+        raise SystemExit(f"viewstore.openhands.on_store: {error}") from None
     store = EventStore(url)
     if store.schema_revision() is None:
         raise SystemExit(f"viewstore.openhands.on_store: no store at {url!r}: run `viewstore init`")
     name = os.environ.get("VIEWSTORE_SERVER_NAME") or socket.gethostname()
     install(store, name=name, idle_seconds=idle_seconds)
+    if sweeper is not None:
+        sweeper.start()
+        atexit.register(sweeper.stop, timeout=2)
 
 
 _from_environment()

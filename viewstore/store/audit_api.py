@@ -10,7 +10,7 @@ from viewstore.domain.kinds import STATE_UPDATE_KIND
 from viewstore.store.inputs import check_integer, conversation_key
 from viewstore.store.read import reads
 from viewstore.store.read.stored_events import StoredEvents
-from viewstore.store.records import StoredView, VerifyReport
+from viewstore.store.records import MaskRecord, StoredView, VerifyReport
 from viewstore.store.store_core import ConversationId, StoreCore
 
 if TYPE_CHECKING:
@@ -97,6 +97,15 @@ class AuditMethods(StoreCore):
         anchor = None if against is None else anchors.parse(against)
         with self._read() as conn:
             return audit.verify(conn, keys, anchor, self._chain_key)
+
+    def masks(self, conversation_id: ConversationId) -> list[MaskRecord]:
+        """What masking changed in the conversation's events before they were stored (its
+        shared prefix included), in seq order (docs/masking.md)."""
+        from viewstore.store.append import masks  # noqa: PLC0415 - start-up time (event_store)
+
+        key = conversation_key(conversation_id)
+        with self._read() as conn:
+            return masks.lineage_records(conn, reads.conversation_row(conn, key))
 
     def checkpoint(self) -> dict[str, Any]:
         """The chain head (seq, hash, recorded time) of every conversation, one digest over

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from viewstore.domain.events import Event
+    from viewstore.domain.masking import Masked
     from viewstore.domain.projector import Projection, ProjectionState
     from viewstore.store.append import fast_path
     from viewstore.store.append.batch import EventInput
@@ -117,18 +118,27 @@ class EventStore(
 
         key = new_conversation_key(conversation_id)
         batch = parse_batch(events, self.max_event_bytes)
+        masked: dict[str, tuple[Masked, ...]] = {}
+        if self.masking is not None:
+            batch, masked = self.masking.mask_batch(batch)
         if expected_version is not None:
             check_integer("expected_version", expected_version)
         if connection is not None:
-            return self._append_in(self._callers(connection), key, batch, expected_version)
-        fast = self._fast_append(key, batch, expected_version)
+            return self._append_in(self._callers(connection), key, batch, expected_version, masked)
+        # A masked event's record is written beside it: the ordinary path's work.
+        fast = None if masked else self._fast_append(key, batch, expected_version)
         if fast is not None:
             return fast
         for attempt in range(OVERTAKEN_RETRIES + 1):
             try:
                 with self._write() as conn:
                     result, tail = self._append(
-                        conn, key, batch, expected_version, in_order=attempt < OVERTAKEN_RETRIES
+                        conn,
+                        key,
+                        batch,
+                        expected_version,
+                        in_order=attempt < OVERTAKEN_RETRIES,
+                        masked=masked,
                     )
                 break
             except rows.Overtaken:
@@ -144,14 +154,19 @@ class EventStore(
         return conn
 
     def _append_in(
-        self, conn: Connection, key: str, batch: list[Event], expected: int | None
+        self,
+        conn: Connection,
+        key: str,
+        batch: list[Event],
+        expected: int | None,
+        masked: dict[str, tuple[Masked, ...]],
     ) -> AppendResult:
         """The ordinary path inside the caller's transaction. No fast path: it commits on its
         own. No tail is kept: the caller may still roll back, and the next append of this
         store reads the row again (the one it may have has gone stale here)."""
         self._tails.drop(key)
         with translated(), conn.begin_nested():
-            result, _tail = self._append(conn, key, batch, expected)
+            result, _tail = self._append(conn, key, batch, expected, masked=masked)
         return result
 
     def _fast_append(
@@ -215,6 +230,7 @@ class EventStore(
         expected: int | None,
         *,
         in_order: bool = False,
+        masked: dict[str, tuple[Masked, ...]] | None = None,
     ) -> tuple[AppendResult, Tail | None]:
         """The ordinary path in ``conn``'s transaction; with ``in_order``, it raises
         ``rows.Overtaken`` where its events would reach the feed before earlier ones."""
@@ -267,7 +283,7 @@ class EventStore(
         state = tail.state
         numbered = list(enumerate(fresh, start=version + 1))
         log, last_hash = rows.log_rows(key, numbered, row.last_hash, now, self._chain_key)
-        rows.insert_events(conn, log, in_order=in_order)
+        self._insert_log(conn, log, masked, in_order=in_order)
         _at("after_events")
         projection = self._project(conn, key, state, numbered)
         rows.write_projection(conn, key, projection)
@@ -286,6 +302,21 @@ class EventStore(
             rows_written=projection.rows_written,
         )
         return result, Tail(projection.state, last_hash, now, prefix=tail.prefix)
+
+    def _insert_log(
+        self,
+        conn: Connection,
+        log: list[dict[str, Any]],
+        masked: dict[str, tuple[Masked, ...]] | None,
+        *,
+        in_order: bool,
+    ) -> None:
+        """The log rows, and the records of the events masking changed."""
+        from viewstore.store.append import masks, rows  # noqa: PLC0415 - start-up time
+
+        rows.insert_events(conn, log, in_order=in_order)
+        if masked:
+            masks.insert_rows(conn, masks.rows(log, masked, self._chain_key))
 
     def _as_retry(
         self,

@@ -13,6 +13,7 @@ from viewstore.store.read.stored_events import StoredEvents
 
 if TYPE_CHECKING:
     from viewstore.domain.events import Event
+    from viewstore.domain.masking import Masked
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,13 @@ class ForkOrigin:
         return {"source": self.source, "at_seq": self.at_seq, "family_id": self.family_id}
 
 
+#: How the record of a policy's ``redact_after`` names the policy (``redact after 90d``). A
+#: policy a record names means compaction unless it starts so: compaction's records have
+#: always named theirs otherwise (``compact after 30d``, or what ``store.compact`` was given,
+#: which may not start so), and those stored before the rule existed keep meaning compacted.
+REDACTED_BY_POLICY = "redact after "
+
+
 @dataclass(frozen=True)
 class Redaction:
     """One redaction of an event (``store.redact()``): which event, which JSON paths (None:
@@ -170,8 +178,11 @@ class Redaction:
     of an object giving, by JSON Pointer, the leaf digest of each string this round replaced
     (docs/lifecycle.md). None on a record of an event hashed before scheme 2.
 
-    ``policy``: set on a record compaction wrote (retention, docs/retention.md), naming the
-    policy; its event's content reads ``[compacted]`` instead of ``[redacted]``."""
+    ``policy``: set on a record retention wrote (docs/retention.md), naming the policy. A
+    compaction's (``compacted``): its event's content reads ``[compacted]`` instead of
+    ``[redacted]``. A policy's ``redact_after`` rule's (``redact after 90d``,
+    ``REDACTED_BY_POLICY``): a redaction like a user's, ``[redacted]``, only written by a
+    policy."""
 
     conversation_id: str
     seq: int
@@ -191,8 +202,9 @@ class Redaction:
 
     @property
     def compacted(self) -> bool:
-        """Whether retention's compaction wrote this record (not a user's redaction)."""
-        return self.policy is not None
+        """Whether retention's compaction wrote this record (not a redaction, a user's or a
+        policy's)."""
+        return self.policy is not None and not self.policy.startswith(REDACTED_BY_POLICY)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -237,7 +249,11 @@ class CompactionReport:
 class RetentionReport:
     """What ``store.apply_retention()`` did (or, ``dry_run``, would do): the conversations it
     erased for being idle, and what compacting the others took and left (as
-    :class:`CompactionReport` counts them). docs/retention.md."""
+    :class:`CompactionReport` counts them); then what their ``redact_after`` redacted: the
+    conversations with the rule, the events and the bytes that freed (less the records: a
+    small event's can be negative, and it is redacted all the same). ``busy`` counts each
+    conversation another transaction held once; ``unverifiable``, the events either pass left
+    (an old forgotten event, once per pass). docs/retention.md."""
 
     dry_run: bool
     erased: tuple[str, ...]
@@ -247,6 +263,9 @@ class RetentionReport:
     small: int
     unverifiable: int
     busy: int
+    redacted_conversations: int = 0
+    redacted: int = 0
+    redacted_bytes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "erased": list(self.erased)}
@@ -454,3 +473,24 @@ class ServerConversation:
     generation: int
     lease_expires_at: datetime | None
     execution_status: str | None = None  # in the stored base state (None: no base state)
+
+
+@dataclass(frozen=True)
+class MaskRecord:
+    """What masking changed in one event before it was stored (docs/masking.md): each string
+    (``Masked.path``, a JSON Pointer), the rule and how many matches. ``record_hash`` binds it
+    to the event's chain hash, so ``verify`` finds a record moved or altered."""
+
+    conversation_id: str
+    seq: int
+    event_id: str
+    masked: tuple[Masked, ...]
+    record_hash: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "conversation_id": self.conversation_id,
+            "seq": self.seq,
+            "event_id": self.event_id,
+            "masked": [item.to_dict() for item in self.masked],
+        }

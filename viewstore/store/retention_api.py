@@ -1,6 +1,7 @@
 """``EventStore``'s retention methods (docs/retention.md): compacting what every view has
 forgotten (``compact``), and applying a retention policy (``apply_retention``: idle
-conversations erased, the rest compacted, each by its own rules)."""
+conversations erased, the rest compacted and their old content redacted, each by its own
+rules)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from viewstore.store.lifecycle import erasure
 from viewstore.store.lifecycle.policy import render
 from viewstore.store.lifecycle_api import LifecycleMethods, check_reason
 from viewstore.store.read import reads
-from viewstore.store.records import CompactionReport, RetentionReport
+from viewstore.store.records import REDACTED_BY_POLICY, CompactionReport, RetentionReport
 from viewstore.store.store_core import ConversationId
 
 if TYPE_CHECKING:
@@ -83,6 +84,10 @@ class RetentionMethods(LifecycleMethods):
         cutoff = now - older_than
         chosen = policy if policy is not None else f"compact after {render(older_than)}"
         check_reason(chosen)
+        if chosen.startswith(REDACTED_BY_POLICY):  # it would read as a redaction's record
+            raise InvalidArgumentError(
+                f"a compaction's policy must not start with {REDACTED_BY_POLICY!r}, got {chosen!r}"
+            )
         named = None if conversation_id is None else conversation_key(conversation_id)
         tally = compaction.Tally()
         seen = 0
@@ -147,9 +152,11 @@ class RetentionMethods(LifecycleMethods):
         now: datetime,
         tally: Any,
         pace: float,
+        redact: bool = False,
     ) -> None:
         """Compact ``key``'s own log batch by batch into ``tally``, resting ``pace`` times as
-        long as each batch worked."""
+        long as each batch worked; ``redact``: redact it, by a policy's ``redact_after``
+        (``compaction``)."""
         from viewstore.store.lifecycle import compaction  # noqa: PLC0415 - start-up time (event_store)
 
         after: int | None = 0
@@ -170,6 +177,7 @@ class RetentionMethods(LifecycleMethods):
                     chain_key=self._chain_key,
                     dry_run=dry_run,
                     skip_locked=skip_locked,
+                    redact=redact,
                 )
             tally.add(done)
             # Rest in proportion to the work, as autovacuum's cost delay does: the writers
@@ -187,9 +195,11 @@ class RetentionMethods(LifecycleMethods):
         ``delete_idle_after`` (forks before their sources, as ``viewstore prune`` does; a
         conversation the policy holds, ``delete_idle_after = "never"``, never), then
         compact each remaining conversation's forgotten events older than its
-        ``compact_after``. A conversation's own rules replace the default's. ``dry_run``:
-        what would go, nothing written (of the erasures, the first round: a source whose
-        forks would go first is not listed)."""
+        ``compact_after``, then redact every event of its own log older than its
+        ``redact_after``, live ones too (``[redacted]``, its metadata kept). A
+        conversation's own rules replace the default's. ``dry_run``: what would go,
+        nothing written (of the erasures, the first round: a source whose forks would go
+        first is not listed)."""
         from viewstore.store.lifecycle import compaction  # noqa: PLC0415 - start-up time (event_store)
         from viewstore.store.lifecycle import policy as policies  # noqa: PLC0415 - start-up time
 
@@ -198,16 +208,14 @@ class RetentionMethods(LifecycleMethods):
         _check_pace(pace)
         now = datetime.now(UTC)
         erased = self._expire(policy, now, dry_run)
-        tally = compaction.Tally()
-        seen = 0
-        for key in self._every_conversation():
-            rules = policy.for_conversation(key)
-            if rules.compact_after is None:
-                continue
+        compacted, redacted = compaction.Tally(), compaction.Tally()
+        seen = [0, 0]
+
+        def sweep(key: str, period: timedelta, named: str, tally: Any, redact: bool) -> None:
             self._compact_conversation(
                 key,
-                cutoff=now - rules.compact_after,
-                policy=f"compact after {policies.render(rules.compact_after)}",
+                cutoff=now - period,
+                policy=f"{named}{policies.render(period)}",
                 min_freed=1,
                 dry_run=dry_run,
                 skip_locked=True,
@@ -215,10 +223,30 @@ class RetentionMethods(LifecycleMethods):
                 now=now,
                 tally=tally,
                 pace=pace,
+                redact=redact,
             )
-            seen += 1
+
+        for key in self._every_conversation():
+            rules = policy.for_conversation(key)
+            busy = compacted.busy
+            if rules.compact_after is not None:
+                sweep(key, rules.compact_after, "compact after ", compacted, False)
+                seen[0] += 1
+            # One another transaction held is left to the next run, and counted once.
+            if rules.redact_after is not None and compacted.busy == busy:
+                sweep(key, rules.redact_after, REDACTED_BY_POLICY, redacted, True)
+                seen[1] += 1
+        counts = compacted.counts()
+        counts["unverifiable"] += redacted.unverifiable
+        counts["busy"] += redacted.busy
         return RetentionReport(
-            dry_run=dry_run, erased=tuple(erased), compacted_conversations=seen, **tally.counts()
+            dry_run=dry_run,
+            erased=tuple(erased),
+            compacted_conversations=seen[0],
+            **counts,
+            redacted_conversations=seen[1],
+            redacted=redacted.events,
+            redacted_bytes=redacted.freed,
         )
 
     def _expire(self, policy: RetentionPolicy, now: datetime, dry_run: bool) -> list[str]:

@@ -12,10 +12,12 @@ rebuild) and ``lifecycle_api`` (erase).
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Self
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self
 
 from sqlalchemy import Connection, Engine
 
@@ -39,7 +41,20 @@ from viewstore.store.distribution.seam import Distribution
 from viewstore.store.inputs import DEFAULT_MAX_EVENT_BYTES, check_integer
 from viewstore.store.read import reads
 
+if TYPE_CHECKING:
+    from viewstore.domain.masking import MaskingRules
+
 ConversationId = str | uuid.UUID
+#: = viewstore.domain.masking.MASKING_ENV, read here so a store without rules never imports it.
+MASKING_ENV = "VIEWSTORE_MASKING_RULES"
+
+
+def _masking(value: MaskingRules | str | Path | None) -> MaskingRules | None:
+    if value is None and not os.environ.get(MASKING_ENV):
+        return None
+    from viewstore.domain.masking import resolve_masking  # noqa: PLC0415 - start-up time
+
+    return resolve_masking(value)
 
 
 class StoreCore:
@@ -61,6 +76,7 @@ class StoreCore:
         chain_key: str | bytes | None = None,
         fast_path: bool = True,
         server_append: bool | None = None,
+        masking: MaskingRules | str | Path | None = None,
     ) -> None:
         """``chain_key``: a secret that makes each event's hash an HMAC only its holders can
         compute (default: ``VIEWSTORE_CHAIN_KEY``; neither: plain SHA-256). Every writer and
@@ -72,8 +88,13 @@ class StoreCore:
 
         ``server_append``: on PostgreSQL the fast path calls the server-side function
         ``viewstore_append_rows`` (docs/schema.md) where the database has it (None, the default,
-        finds out); False sends the equivalent single statement instead."""
+        finds out); False sends the equivalent single statement instead.
+
+        ``masking``: rules (``MaskingRules``, or the path of their TOML file; default: the file
+        ``VIEWSTORE_MASKING_RULES`` names, if set) applied to every appended event before it
+        is hashed and stored (docs/masking.md)."""
         self._chain_key = resolve_key(chain_key)
+        self.masking = _masking(masking)
         check_schema(schema)
         if isinstance(url_or_engine, Engine):
             # An asyncio driver only in an engine viewstore.aio set up: the asyncio store's.

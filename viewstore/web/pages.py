@@ -54,6 +54,8 @@ def conversation(request: Request) -> Response:
     # Compaction's records are many and alike: counted, with the policies that wrote them.
     context["compacted"] = [record for record in records if record.compacted]
     context["policies"] = sorted({record.policy for record in context["compacted"]})
+    context["masked"] = store.masks(key)
+    context["mask_rules"] = sorted({m.rule for r in context["masked"] for m in r.masked})
     return _render(request, "conversation.html", context)
 
 

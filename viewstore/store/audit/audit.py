@@ -22,9 +22,9 @@ from viewstore.domain.events import Event, parse_event
 from viewstore.domain.projector import Projection, ViewEntry, project_from_scratch
 from viewstore.domain.view import View, full_indices
 from viewstore.store.adapters import base_state
-from viewstore.store.append import rows
+from viewstore.store.append import masks, rows
 from viewstore.store.append.locking import lock_conversation
-from viewstore.store.audit import anchors, derived, fork_links, sizes_copy
+from viewstore.store.audit import anchors, derived, fork_links, masks_check, sizes_copy
 from viewstore.store.audit.anchors import Checkpoint
 from viewstore.store.database.schema import manipulation_indices, view_entries
 from viewstore.store.lifecycle import forking, redaction
@@ -93,6 +93,9 @@ def verify_conversation(
         report.problems.extend(anchors.compare(stored, anchor, checkpoint))
     records = redaction.lineage_records(conn, conv)
     _check_log(conv, stored, records, report, chain_key)
+    report.problems.extend(
+        masks_check.check(masks.lineage_records(conn, conv), stored, records, chain_key)
+    )
     try:
         log = [(row.seq, parse_event(row.payload)) for row in stored]
     except ValueError as error:

@@ -368,7 +368,22 @@ redactions = Table(
     # JSON object: the leaf digest of each string the round replaced, by JSON Pointer
     # (docs/schema.md); NULL on a record of an event hashed before chain scheme 2.
     Column("leaf_digests", Text, nullable=True),
-    # The retention policy that compacted the event (docs/retention.md); NULL: a redaction.
+    # The retention policy that wrote the record (docs/retention.md): "redact after ..." a
+    # redaction by age, any other a compaction; NULL: a user's redaction.
     Column("policy", Text, nullable=True),
     PrimaryKeyConstraint("conversation_id", "seq", "round"),
+)
+
+# One row per event that masking changed before it was stored (docs/masking.md): which strings,
+# by which rule, how often; so an auditor can tell ``[masked:NAME]`` that masking wrote from
+# text that only reads so. Written in the event's own append; append-only (docs/schema.md).
+masks = Table(
+    "masks",
+    metadata,
+    Column("conversation_id", CONVERSATION_ID, nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("event_id", ID, nullable=False),
+    Column("masked", Text, nullable=False),  # JSON array of {path, rule, count}
+    Column("record_hash", String(64), nullable=False),
+    PrimaryKeyConstraint("conversation_id", "seq"),
 )

@@ -35,7 +35,7 @@ FEED_TXID_FUNCTION = (
     "RETURN NEW; END $$"
 )
 #: Tables with triggers the shards must run (the append-only guards).
-GUARDED = ("events", "tombstones", "redactions")
+GUARDED = ("events", "tombstones", "redactions", "masks")
 
 
 def statements(database: str) -> list[str]:

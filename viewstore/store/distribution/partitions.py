@@ -35,6 +35,7 @@ TABLES = {
     "server_conversations": "conversation_id",
     "tombstones": "conversation_id",
     "redactions": "conversation_id",
+    "masks": "conversation_id",
     "catalogue_sizes": "conversation_id",
 }
 #: The append-only tables and the function their guards call.
@@ -42,6 +43,7 @@ APPEND_ONLY = {
     "events": "viewstore_events_append_only",
     "tombstones": "viewstore_tombstones_append_only",
     "redactions": "viewstore_redactions_append_only",
+    "masks": "viewstore_masks_append_only",
 }
 MAX_PARTITIONS = 1024
 

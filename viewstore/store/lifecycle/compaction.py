@@ -13,6 +13,14 @@ after a redaction.
 The resume view is the live view less what enforcement removes (docs/concepts.md), so an event
 no live view holds is in no resume view either: only live views are consulted.
 
+A policy's ``redact_after`` rule (``redact=True``) goes through the same batches, locks and
+tally, with three differences: it takes every event appended before its cutoff, those live
+views hold included (condensations excepted, as here: they carry the summaries and the
+forgotten ids); its strings read ``[redacted]``, as after ``store.redact``, so a fork over
+such an event is not refused; and it is done whatever it frees (it is for privacy, not room).
+Its record names the policy as ``redact after 90d`` (``records.REDACTED_BY_POLICY``): how
+``Redaction.compacted`` and ``redaction.compaction_records`` tell it from a compaction's.
+
 Each call works on one conversation in the caller's transaction, from a seq onwards, for a
 bounded number of events and a bounded time: the conversation is locked for that batch only,
 so appends, forks and reads go on between batches, and a sweeper killed mid-run leaves whole
@@ -30,13 +38,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, exists, select
 
 from viewstore.domain.chain import GENESIS
 from viewstore.domain.errors import ChainMismatchError, InvalidArgumentError
-from viewstore.domain.scrub import COMPACTED
+from viewstore.domain.scrub import COMPACTED, MARK
 from viewstore.store.append.locking import lock_conversation
-from viewstore.store.database.schema import conversations, events, redactions, view_entries
+from viewstore.store.database.schema import (
+    condensations,
+    conversations,
+    events,
+    redactions,
+    view_entries,
+)
 from viewstore.store.lifecycle.redaction import (
     Located,
     Removal,
@@ -58,7 +72,7 @@ _CHUNK = 200
 class Tally:
     """What one batch did (or, in a dry run, would do)."""
 
-    events: int = 0  # compacted
+    events: int = 0  # compacted (or redacted)
     freed: int = 0  # bytes of payload, less the records' leaf digests
     small: int = 0  # left: removing their content would free less than the minimum
     unverifiable: int = 0  # left: their link in the chain does not hold, or cannot be checked
@@ -108,13 +122,62 @@ def _held(conn: Connection, key: str, forks: Sequence[str]) -> set[int]:
     return found
 
 
-def _compacted(conn: Connection, key: str, after: int) -> set[int]:
+def _emptied(conn: Connection, key: str, after: int) -> set[int]:
+    """Seqs after ``after`` of ``key``'s events a record shows have no content left: a round
+    took all of it (a compaction, a policy's or a user's whole-content redaction)."""
     query = select(redactions.c.seq).where(
         redactions.c.conversation_id == key,
         redactions.c.seq > after,
-        redactions.c.policy.is_not(None),
+        redactions.c.paths.is_(None),
     )
     return {int(seq) for seq in conn.scalars(query)}
+
+
+def _unredacted(conn: Connection, key: str, after: int, cutoff: datetime, limit: int) -> list[int]:
+    """The first ``limit`` seqs after ``after`` of ``key``'s own events appended before
+    ``cutoff``, live or forgotten, but condensations and events with no content left (what
+    ``_emptied`` names): filtered here, not after, so that a full page means more may follow."""
+    emptied = exists().where(
+        redactions.c.conversation_id == key,
+        redactions.c.seq == events.c.seq,
+        redactions.c.paths.is_(None),
+    )
+    condensation = exists().where(
+        condensations.c.conversation_id == key, condensations.c.seq == events.c.seq
+    )
+    query = (
+        select(events.c.seq)
+        .where(
+            events.c.conversation_id == key,
+            events.c.seq > after,
+            events.c.recorded_at < cutoff,
+            ~emptied,
+            ~condensation,
+        )
+        .order_by(events.c.seq)
+        .limit(limit)
+    )
+    return [int(seq) for seq in conn.scalars(query)]
+
+
+def _choose(
+    conn: Connection, key: str, *, after: int, cutoff: datetime, limit: int, redact: bool
+) -> list[int]:
+    """The seqs of the locked ``key``'s events a batch takes, once it has locked the forks
+    sharing them."""
+    if redact:
+        candidates = _unredacted(conn, key, after, cutoff, limit)
+    else:
+        candidates = _forgotten(conn, key, after)
+    if not candidates:
+        return []
+    # Ancestors before descendants, as every writer of a family locks them (``store.redact``
+    # too: so a redaction here waits for, and is waited for by, the same writers).
+    holders = lock_holders(conn, key, candidates[0])
+    if redact:  # the log row is what every fork sharing the event reads, as after redact
+        return candidates
+    skip = _held(conn, key, holders[1:]) | _emptied(conn, key, after)
+    return [seq for seq in candidates if seq not in skip][:limit]
 
 
 def compact(
@@ -132,24 +195,20 @@ def compact(
     chain_key: bytes | None,
     dry_run: bool,
     skip_locked: bool,
+    redact: bool = False,
 ) -> tuple[Tally, int | None]:
     """Compact up to ``limit`` of ``key``'s events after seq ``after``, for about ``budget``
     seconds of work at most (the conversation stays locked that long: on SQLite, the whole
     database); the tally and the seq to go on after (None: the conversation is done, or
     gone). ``skip_locked``: a conversation another transaction holds is left
-    (``Tally.busy``) rather than waited for."""
+    (``Tally.busy``) rather than waited for. ``redact``: a policy's ``redact_after`` (this
+    module), ``min_freed`` aside."""
     tally = Tally()
     deadline = time.monotonic() + budget
     if lock_conversation(conn, key, skip_locked=skip_locked) is None:
         tally.busy = int(skip_locked and reads.exists(conn, key))
         return tally, None
-    candidates = _forgotten(conn, key, after)
-    if not candidates:
-        return tally, None
-    # Ancestors before descendants, as every writer of a family locks them.
-    holders = lock_holders(conn, key, candidates[0])
-    skip = _held(conn, key, holders[1:]) | _compacted(conn, key, after)
-    chosen = [seq for seq in candidates if seq not in skip][:limit]
+    chosen = _choose(conn, key, after=after, cutoff=cutoff, limit=limit, redact=redact)
     by = database_user(conn)
     last: int | None = None  # the last seq looked at
     for start in range(0, len(chosen), _CHUNK):
@@ -157,12 +216,18 @@ def compact(
         records: list[dict[str, Any]] = []
         payloads: list[str] = []
         for row, removal in _plans(
-            conn, key, chunk, cutoff=cutoff, chain_key=chain_key, tally=tally
+            conn,
+            key,
+            chunk,
+            cutoff=cutoff,
+            chain_key=chain_key,
+            tally=tally,
+            mark=MARK if redact else COMPACTED,
         ):
             last = int(row.seq)
             if removal is not None:
                 freed = removal.freed - _record_bytes(key, row.event_id, reason, policy)
-                if freed < min_freed:
+                if freed < min_freed and not redact:
                     tally.small += 1
                 else:
                     records.append(
@@ -182,7 +247,8 @@ def compact(
                 break
         if not dry_run:
             # An event's view rows hold no copy of its payload (docs/schema.md), and only
-            # events, never condensations, are compacted: the log row is the only copy.
+            # events, never condensations, are compacted or redacted here: the log row is the
+            # only copy.
             write_removals(conn, records, payloads)
         if time.monotonic() > deadline and last is not None and last != chosen[-1]:
             return tally, last
@@ -199,9 +265,11 @@ def _plans(
     cutoff: datetime,
     chain_key: bytes | None,
     tally: Tally,
+    mark: str,
 ) -> Iterator[tuple[Any, Removal | None]]:
-    """Each event of ``chunk`` appended before ``cutoff``, and what compacting it would write
-    (None: nothing is left to remove, or its link cannot be checked, counted in ``tally``)."""
+    """Each event of ``chunk`` appended before ``cutoff``, and what removing its content by
+    ``mark`` would write (None: nothing is left to remove, or its link cannot be checked,
+    counted in ``tally``)."""
     query = (
         select(events.c.seq, events.c.event_id, events.c.payload, events.c.hash)
         .where(
@@ -224,7 +292,7 @@ def _plans(
                 row.event_id,
                 None,
                 chain_key=chain_key,
-                mark=COMPACTED,
+                mark=mark,
                 earlier=earlier.get(seq, []),
                 previous=previous.get(seq - 1),
             )

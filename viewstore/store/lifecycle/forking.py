@@ -38,6 +38,7 @@ from viewstore.store.database.schema import (
     view_entries,
 )
 from viewstore.store.lifecycle import erasure
+from viewstore.store.lifecycle.redaction import compaction_records
 from viewstore.store.read import lineage, reads, sizes
 
 
@@ -120,12 +121,15 @@ def fork(conn: Connection, source: str, at_seq: int, new_id: str, now: datetime)
 
 def _refuse_compacted(conn: Connection, owner: Any, new_id: str, source: str, at_seq: int) -> None:
     """``CompactedHistoryError`` if the fork's view holds an event whose content retention
-    compacted (its copied rows all name their log in ``holder``). Compaction takes only events
+    compacted (its copied rows all name their log in ``holder``). One a policy's
+    ``redact_after`` redacted is not refused, as after ``store.redact``: the fork's LLM is
+    sent ``[redacted]``, as the source's own is. Compaction takes only events
     no live view holds, so this is a fork into the past; one racing a compaction is either
     seen by it (a fork's open rows keep their events) or sees its records, the owner's lock
     ordering the two. One statement per conversation named, as everywhere (a store sharded
     by conversation: docs/distribution.md). A lineage with nothing compacted, nearly every
-    one, costs a key lookup per conversation in it and no read of the view."""
+    one, costs a read of its redaction records (a key lookup when it has none) per
+    conversation in it, and no read of the view."""
     compacted = [
         segment.conversation_id
         for segment in lineage.segments(conn, owner)
@@ -133,7 +137,7 @@ def _refuse_compacted(conn: Connection, owner: Any, new_id: str, source: str, at
             select(redactions.c.seq)
             .where(
                 redactions.c.conversation_id == segment.conversation_id,
-                redactions.c.policy.is_not(None),
+                compaction_records(),
             )
             .limit(1)
         ).first()
@@ -155,7 +159,7 @@ def _refuse_compacted(conn: Connection, owner: Any, new_id: str, source: str, at
             .where(
                 redactions.c.conversation_id == holder,
                 redactions.c.seq.in_(seqs),
-                redactions.c.policy.is_not(None),
+                compaction_records(),
             )
             .order_by(redactions.c.seq)
             .limit(1)

@@ -1,15 +1,18 @@
 """Retention policies (docs/retention.md): how long until what every view forgot is compacted,
-and until a conversation no one appends to is erased; a store-wide default and overrides per
-conversation, read from a TOML file::
+until every event's content is redacted (its metadata kept), and until a conversation no one
+appends to is erased; a store-wide default and overrides per conversation, read from a TOML
+file::
 
     [default]
     compact_after = "30d"
+    redact_after = "90d"
     delete_idle_after = "180d"
 
     keep_last_per_source = 1000
 
     [conversations."c-legal-hold"]
     compact_after = "never"
+    redact_after = "never"
     delete_idle_after = "never"
 
     [sources."sandbox-1"]
@@ -35,7 +38,7 @@ from viewstore.domain.errors import InvalidArgumentError
 NEVER = "never"
 _DURATION = re.compile(r"^\s*(\d{1,6})\s*([dhms])\s*$")
 _UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
-_RULES = ("compact_after", "delete_idle_after")
+_RULES = ("compact_after", "redact_after", "delete_idle_after")
 
 
 def parse_duration(text: object, where: str) -> timedelta | None:
@@ -67,6 +70,7 @@ class Rules:
     """One scope's rules; None: never (or, in an override, what the default says)."""
 
     compact_after: timedelta | None = None
+    redact_after: timedelta | None = None
     delete_idle_after: timedelta | None = None
 
     def to_dict(self) -> dict[str, str]:

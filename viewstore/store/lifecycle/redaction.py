@@ -32,7 +32,17 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, insert, select, text, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    and_,
+    bindparam,
+    func,
+    insert,
+    select,
+    text,
+    update,
+)
 
 from viewstore.domain import leaves
 from viewstore.domain.chain import GENESIS, chain_hash, chain_hash2, event_hash
@@ -54,7 +64,7 @@ from viewstore.store.database.schema import (
 )
 from viewstore.store.lifecycle import erasure
 from viewstore.store.read import lineage, reads
-from viewstore.store.records import Redaction
+from viewstore.store.records import REDACTED_BY_POLICY, Redaction
 
 # -- the operation --------------------------------------------------------------------------
 
@@ -406,6 +416,15 @@ def record_hash(values: dict[str, Any], chain_key: bytes | None) -> str:
     )
 
 
+def compaction_records() -> ColumnElement[bool]:
+    """Which ``redactions`` rows compaction wrote, as ``Redaction.compacted`` tells them:
+    a policy named, not a ``redact_after`` one. Compared by ``substr``, not ``LIKE``, which
+    SQLite matches without regard to case."""
+    policy = redactions.c.policy
+    prefix = REDACTED_BY_POLICY
+    return and_(policy.is_not(None), func.substr(policy, 1, len(prefix)) != prefix)
+
+
 def to_record(values: Any) -> Redaction:
     mapping: dict[str, Any] = dict(values if isinstance(values, dict) else values._mapping)
 
@@ -491,7 +510,10 @@ def check_redacted(
     problems.extend(checked)
     last = records[-1]
     what = "all content" if last.paths is None else ", ".join(last.paths)
-    done = "redacted" if last.policy is None else f"compacted by retention ({last.policy})"
+    if last.policy is None:
+        done = "redacted"
+    else:
+        done = f"{'compacted' if last.compacted else 'redacted'} by retention ({last.policy})"
     note = (
         f"{where} {done} ({len(records)} time(s); last at {last.redacted_at.isoformat()}"
         f"{'' if last.redacted_by is None else ' by ' + last.redacted_by}, {what}): "
@@ -538,7 +560,7 @@ def _check_content(
         for pointer, leaf in digests.items():
             if union.setdefault(pointer, leaf) != leaf:
                 problems.append(f"{where}: two redactions record {pointer} differently")
-            marks.setdefault(pointer, MARK if record.policy is None else COMPACTED)
+            marks.setdefault(pointer, COMPACTED if record.compacted else MARK)
             if not _under(pointer, record.paths):
                 problems.append(
                     f"{where}: redaction {record.round} replaced {pointer}, outside its paths"
