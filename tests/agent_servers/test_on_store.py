@@ -8,6 +8,7 @@ wiped, and another server continues its conversation from the store alone.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import threading
@@ -330,3 +331,37 @@ def test_a_goal_loop_left_running_is_recorded_interrupted_on_load(
     assert goals and goals[0]["status"] == "interrupted" and goals[0]["active"] is False
     assert goals[0]["objective"] == "finish the task"
     assert store.last_state_update(conversation, "goal")["value"]["status"] == "interrupted"
+
+
+def test_a_server_on_a_masking_store_never_stores_a_token(llm: ScriptedLLM, tmp_path: Path) -> None:
+    """``VIEWSTORE_MASKING_RULES`` in a store-backed server's environment (docs/masking.md): a
+    token a user sends is stored as ``[masked:github-token]`` with its record; another server,
+    on an empty disk, continues the conversation from the store, and what its LLM is sent
+    holds the mark, not the token."""
+    rules = tmp_path / "masking.toml"
+    rules.write_text('use = ["common"]\n')
+    token = "ghp_" + "S3rv" * 10
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = _store_at(url)
+    env = {"VIEWSTORE_IDLE_SECONDS": "2", "VIEWSTORE_MASKING_RULES": str(rules)}
+    first = start_agent_server("A", tmp_path / "A", None, on_store=url, store_env=env)
+    with stopped(first):
+        conversation = first.start_conversation(llm, 1, condense=False)
+        first.wait_finished(conversation)
+        first.send_message(conversation, f"use {token} for the push")
+        first.wait_finished(conversation)
+    assert not [e.seq for e in store.events(conversation) if token in e.payload_json]
+    [record] = store.masks(conversation)
+    assert [m.rule for m in record.masked] == ["github-token"]
+    opening = next(e for e in store.events(conversation) if e.kind == "MessageEvent")
+    marker = str(opening.payload["llm_message"]["content"][0]["text"])
+    sent_before = len(llm.requests)
+    shutil.rmtree(first.folder)
+    second = start_agent_server("B", tmp_path / "B", None, on_store=url, store_env=env)
+    with stopped(second):
+        second.send_message(conversation, "once more")
+        second.wait_finished(conversation)
+    resent = [json.dumps(r) for first_text, r in llm.requests[sent_before:] if first_text == marker]
+    assert resent and all(token not in r for r in resent)
+    assert any("[masked:github-token]" in r for r in resent)
+    assert store.verify(conversation).ok
