@@ -9,7 +9,7 @@ store-sqlite.json, store-postgresql.json, web-sqlite.json, web-postgresql.json,
 web-load-sqlite.json, web-load-postgresql.json, prune-sqlite.json,
 prune-postgresql.json, scale-sqlite.json, scale-postgresql.json, fork-sqlite.json,
 fork-postgresql.json, footprint-sqlite.json, footprint-postgresql.json, compaction-sqlite.json,
-compaction-postgresql.json,
+compaction-postgresql.json, masking-sqlite.json, masking-postgresql.json,
 footprint-design-sqlite.json, footprint-design-postgresql.json, append-floor-sqlite.json,
 server-append.json, statistics.json, statistics-partitioned.json,
 async-sqlite.json, async-postgresql.json, partitions.json, follow-sqlite.json,
@@ -27,7 +27,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
@@ -43,6 +43,7 @@ from benchmarks import (
     bench_footprint,
     bench_footprint_design,
     bench_fork,
+    bench_masking,
     bench_partitions,
     bench_prune,
     bench_scale,
@@ -119,6 +120,8 @@ def _agent_servers(server_url: str | None, results: Path, quick: bool) -> None:
 QUICK_WEB = ["--events", "600", "--repeat", "2"]
 QUICK_PRUNE = ["--conversations", "5", "--events", "20"]
 QUICK_COMPACTION = ["--events", "400", "--conversations", "2", "--writes", "20"]
+#: 20 keys in the 10% arm, 2 in the 1% one: every arm's path runs, in a few seconds.
+QUICK_MASKING = ["--events", "200", "--conversations", "2", "--block", "20", "--mask-repeat", "2"]
 #: The suite grows a small store; ``python -m benchmarks.bench_scale`` alone goes to 100,000.
 SCALE = ["--stages", "1000,10000", "--repeat", "10"]
 QUICK_SCALE = ["--stages", "30,90", "--repeat", "2"]
@@ -132,6 +135,16 @@ QUICK_ASYNC = ["--conversations", "4", "--appends", "3", "--rounds", "2", "--poo
 QUICK_FOLLOW = ["--events", "5", "--gap", "0.05", "--blocks", "2", "--block", "5"]
 QUICK_STATISTICS = ["--events", "600", "--others", "1", "--repeat", "2"]
 QUICK_PARTITIONS = ["--blocks", "2", "--block", "5", "--conversations", "2", "--read-size", "200"]
+
+
+def _masking(store: AbstractContextManager[str], backend: str, results: Path, quick: bool) -> None:
+    """Masking before storing (bench_masking), on the database ``store`` gives for the run."""
+    print(f"\n== masking before storing: the append's cost, {backend}", flush=True)
+    with store as url:
+        bench_masking.main(
+            ["--url", url, "--output", str(results / f"masking-{backend.lower()}.json")]
+            + (QUICK_MASKING if quick else [])
+        )
 
 
 @contextmanager
@@ -225,6 +238,7 @@ def _sqlite(quick: bool, scratch: Path, results: Path) -> None:
         + ["--output", str(results / "compaction-sqlite.json")]
         + (QUICK_COMPACTION if quick else [])
     )
+    _masking(nullcontext(f"sqlite:///{scratch / 'masking.db'}"), "SQLite", results, quick)
     print("\n== bytes per conversation in a slimmer schema (a sizing study), SQLite", flush=True)
     bench_footprint_design.main(
         ["--url", f"sqlite:///{scratch / 'footprint-design.db'}"]
@@ -308,6 +322,7 @@ def _postgres(postgres_url: str, quick: bool, results: Path) -> None:
             ["--url", url, "--output", str(results / "compaction-postgresql.json")]
             + (QUICK_COMPACTION if quick else [])
         )
+    _masking(scratch_postgres(postgres_url), "PostgreSQL", results, quick)
     print("\n== bytes per conversation in a slimmer schema, PostgreSQL", flush=True)
     with scratch_postgres(postgres_url) as url:
         bench_footprint_design.main(

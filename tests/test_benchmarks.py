@@ -40,6 +40,7 @@ def test_suite_runs_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert footprint[shape]["tables"]["events"] > 0
     assert footprint["condensed"]["view_length"] < footprint["history"]["view_length"]
     _check_compaction(json.loads((tmp_path / "compaction-sqlite.json").read_text()))
+    _check_masking(json.loads((tmp_path / "masking-sqlite.json").read_text()))
     design = json.loads((tmp_path / "footprint-design-sqlite.json").read_text())
     for shape in ("history", "condensed"):
         assert design[shape]["rows"]["d_events"] == design[shape]["events"]
@@ -84,6 +85,22 @@ def _check_compaction(found: dict[str, Any]) -> None:
     assert found["interference"]["writes_beside"] > 0
 
 
+def _check_masking(found: dict[str, Any]) -> None:
+    """Every arm ran; each event that carried a key left exactly one record, a clean run
+    none."""
+    arms = found["arms"]
+    assert list(arms) == ["none", "common-clean", "common-1pct", "common-10pct"]
+    for name, arm in arms.items():
+        assert arm["ratio_to_none"] > 0 and arm["events_per_s"] > 0, name
+    for name in ("none", "common-clean"):
+        assert arms[name]["events_with_key"] == arms[name]["masks_rows"] == 0, name
+    for name in ("common-1pct", "common-10pct"):
+        assert arms[name]["events_with_key"] > 0, name
+        assert arms[name]["masks_rows"] == arms[name]["events_with_key"], name
+    assert arms["common-1pct"]["events_with_key"] < arms["common-10pct"]["events_with_key"]
+    assert found["mask"]["clean_us"] > 0 and found["mask"]["masked_us"] > 0
+
+
 @pytest.mark.postgres
 def test_suite_runs_on_postgres(pg_server_url: str, tmp_path: Path) -> None:
     # The PostgreSQL part of the suite: what comes before it (the command line, the pure
@@ -95,6 +112,7 @@ def test_suite_runs_on_postgres(pg_server_url: str, tmp_path: Path) -> None:
     footprint = json.loads((tmp_path / "footprint-postgresql.json").read_text())
     assert footprint["history"]["tables"]["events"] > 0
     _check_compaction(json.loads((tmp_path / "compaction-postgresql.json").read_text()))
+    _check_masking(json.loads((tmp_path / "masking-postgresql.json").read_text()))
     design = json.loads((tmp_path / "footprint-design-postgresql.json").read_text())
     assert design["condensed"]["rows"]["d_forgotten_spans"] > 0
     scale = json.loads((tmp_path / "scale-postgresql.json").read_text())
