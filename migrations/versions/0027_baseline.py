@@ -314,6 +314,48 @@ def _tables(dialect: str) -> None:
     )
 
 
+# -- full-text search (docs/search.md) ------------------------------------------------------
+
+# What is searched: the words of an event's string values (never its keys), as the backend's
+# own full-text search splits them. viewstore/store/read/search.py queries with the same text.
+SEARCH_INDEX = "ix_events_search"
+# PostgreSQL: an expression index over the log, so every write of a payload (an append by any
+# path, a redaction, an erasure) keeps it without a statement of its own. The payload as jsonb
+# (the escape \u0000, which jsonb refuses, as U+FFFD): to_tsvector of a jsonb takes its
+# string values only.
+PG_SEARCH_DOCUMENT = (
+    "to_tsvector('simple', CAST(CASE WHEN strpos(payload, E'\\\\u0000') = 0 "
+    "THEN payload ELSE replace(replace(replace(payload, E'\\\\\\\\', chr(1)), "
+    "E'\\\\u0000', E'\\\\ufffd'), chr(1), E'\\\\\\\\') END AS jsonb))"
+)
+# SQLite: an FTS5 table without content of its own, keyed by the log row's position (unique
+# there), kept by triggers of the log; a row is deleted with the words it was added with,
+# which the old payload gives again.
+SQLITE_SEARCH_WORDS = (
+    "(SELECT group_concat(value, ' ') FROM json_tree({row}.payload) WHERE type = 'text')"
+)
+
+
+def _sqlite_search() -> None:
+    op.execute(
+        "CREATE VIRTUAL TABLE events_search USING fts5("
+        "body, content='', tokenize='unicode61 remove_diacritics 2')"
+    )
+    add = "INSERT INTO events_search(rowid, body) VALUES (new.position, {})".format(
+        SQLITE_SEARCH_WORDS.format(row="new")
+    )
+    drop = (
+        "INSERT INTO events_search(events_search, rowid, body) VALUES "
+        "('delete', old.position, {})".format(SQLITE_SEARCH_WORDS.format(row="old"))
+    )
+    op.execute(f"CREATE TRIGGER events_search_insert AFTER INSERT ON events BEGIN {add}; END")
+    op.execute(f"CREATE TRIGGER events_search_delete AFTER DELETE ON events BEGIN {drop}; END")
+    op.execute(
+        "CREATE TRIGGER events_search_update AFTER UPDATE OF payload ON events "
+        f"BEGIN {drop}; {add}; END"
+    )
+
+
 # -- the analysts' views ----------------------------------------------------------------------
 
 # A payload as JSON, the escape \u0000 shown as U+FFFD: PostgreSQL's JSON refuses it, and both
@@ -689,6 +731,7 @@ def _postgresql(schema: str) -> None:
     for trigger in _TRIGGERS:
         op.execute("CREATE TRIGGER " + trigger.replace("{s}", schema))
     _trigram_index()
+    op.execute(f"CREATE INDEX {SEARCH_INDEX} ON events USING gin ({PG_SEARCH_DOCUMENT})")
     _roles()
 
 
@@ -805,12 +848,14 @@ def upgrade() -> None:
         _postgresql(str(schema))
     else:
         _sqlite_guards()
+        _sqlite_search()
 
 
 def downgrade() -> None:
     # Roles, and an extension another application may use, are kept.
     for view in reversed(VIEWS):
         op.execute(f"DROP VIEW IF EXISTS {view}")
+    op.execute("DROP TABLE IF EXISTS events_search")  # SQLite's search
     for table in reversed(TABLES):
         op.drop_table(table)  # with its indexes and triggers
     if op.get_bind().dialect.name == "postgresql":

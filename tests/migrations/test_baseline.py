@@ -92,6 +92,9 @@ _POLICY = re.compile(r"\bpolicy\b")
 # The records of masking (issue 42, docs/masking.md): the table, its guard and its grant are
 # compared with the models, and taken out. No other part of a snapshot says "masks".
 _MASKS = re.compile(r"masks")
+# Full-text search (issue 43, docs/search.md): PostgreSQL's expression index over the log,
+# SQLite's FTS5 table (with the shadow tables FTS5 keeps) and its triggers; taken out.
+_SEARCH = re.compile(r"events_search|events_p\d+_to_tsvector_idx")
 
 
 def _without_sizes(found: Any) -> Any:
@@ -100,7 +103,9 @@ def _without_sizes(found: Any) -> Any:
     assert _SIZES in json.dumps(found)
     assert _POLICY.search(json.dumps(found))
     assert _MASKS.search(json.dumps(found))
-    return _dropped(_dropped(_dropped(found, re.compile(_SIZES)), _POLICY), _MASKS)
+    assert _SEARCH.search(json.dumps(found))
+    dropped = _dropped(_dropped(found, re.compile(_SIZES)), _POLICY)
+    return _dropped(_dropped(dropped, _MASKS), _SEARCH)
 
 
 FOLDED = _since_the_fold(_RECORDED)

@@ -141,7 +141,8 @@ def guard_off(conn: Connection) -> Iterator[None]:
     stored = conn.execute(
         text(
             "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' "
-            "AND (tbl_name = 'events' OR name = 'conversations_set_once')"
+            "AND ((tbl_name = 'events' AND name NOT LIKE 'events_search_%') "
+            "OR name = 'conversations_set_once')"
         )
     ).all()
     assert sorted(name for name, _ in stored) == sorted([*SQLITE_TRIGGERS, SET_ONCE_TRIGGER])

@@ -347,6 +347,7 @@ class AsyncEventStore:
     forks = _shell(EventStore.forks)
     redactions = _shell(EventStore.redactions)
     masks = _shell(EventStore.masks)
+    search = _shell(EventStore.search)
     tombstone = _shell(EventStore.tombstone)
 
     # -- auditing -----------------------------------------------------------------------

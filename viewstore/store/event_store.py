@@ -45,6 +45,7 @@ from viewstore.store.records import (
 )
 from viewstore.store.retention_api import RetentionMethods
 from viewstore.store.runners_api import RunnerMethods
+from viewstore.store.search_api import SearchMethods
 from viewstore.store.sources_api import SourceInfoMethods
 from viewstore.store.store_core import ConversationId
 
@@ -79,7 +80,13 @@ def _at(point: str) -> None:
 
 
 class EventStore(
-    Browsing, AdapterMethods, AuditMethods, RetentionMethods, SourceInfoMethods, RunnerMethods
+    Browsing,
+    AdapterMethods,
+    AuditMethods,
+    RetentionMethods,
+    SearchMethods,
+    SourceInfoMethods,
+    RunnerMethods,
 ):
     """Events, condensations, and each conversation's live view and indices, in SQL.
 

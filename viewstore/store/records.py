@@ -494,3 +494,38 @@ class MaskRecord:
             "event_id": self.event_id,
             "masked": [item.to_dict() for item in self.masked],
         }
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """An event a search found (docs/search.md): where it is stored (the conversation whose log
+    holds it, and its seq there), what it is, its rank (higher is better; comparable within
+    one search only) and a snippet of its text around the first word found. ``in_live_view``:
+    whether the conversation searched (store-wide: the one that holds it) has it in its live
+    view now."""
+
+    conversation_id: str
+    seq: int
+    event_id: str
+    kind: str
+    source: str | None
+    timestamp: str | None
+    recorded_at: datetime
+    rank: float
+    snippet: str
+    in_live_view: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "recorded_at": self.recorded_at.isoformat()}
+
+
+@dataclass(frozen=True)
+class SearchPage:
+    """One page of a search, best first; ``next_cursor`` (None: the last page) is what
+    ``search(..., after=)`` takes for the next."""
+
+    hits: list[SearchHit]
+    next_cursor: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"hits": [hit.to_dict() for hit in self.hits], "next_cursor": self.next_cursor}
