@@ -187,6 +187,7 @@ NEEDS_A_STORE: dict[str, list[str]] = {
     "citus": ["distribute", "--print"],
     "compact": ["--older-than", "1d", "--dry-run"],
     "masking": ["list", "c"],
+    "search": ["word"],
     "erase": ["c", "--reason", "r"],
     "events": ["c"],
     "export": ["c", "out"],

@@ -219,6 +219,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "refresh": ("catalogue", "Bring the catalogue's copies of each conversation's events..."),
     "redact": ("lifecycle", "Remove an event's content from the log and every copy; its..."),
     "retention": ("retention", "Apply a retention policy: compact what every view forgot,..."),
+    "search": ("search", "Find the events whose text holds every word of QUERY, best..."),
     "serve": ("serve", "Serve a read-only web viewer of the conversations."),
     "stats": ("commands", "Counts: conversations, events, view sizes, condensations."),
     "sync": ("ingest", "Pull every conversation of an agent server (a URL or a source..."),
