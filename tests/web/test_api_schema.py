@@ -35,7 +35,7 @@ def api_schema(db_url: str, browsed: Browsed) -> Any:
 
 def test_generated_requests_match_the_schema(api_schema: Any) -> None:
     operations = [result.ok() for result in api_schema.get_all_operations()]
-    assert len(operations) == 7
+    assert len(operations) == 8
     for operation in operations:
 
         @given(case=operation.as_strategy())

@@ -11,6 +11,7 @@ from openhands.sdk.agent.base import AgentBase
 from openhands.sdk.workspace import LocalWorkspace
 
 from viewstore.domain.errors import InvalidArgumentError
+from viewstore.openhands import recall
 from viewstore.openhands.file_store import ViewstoreFileStore
 from viewstore.store import EventStore
 
@@ -48,6 +49,8 @@ def open_conversation(
         if taken in kwargs:
             raise InvalidArgumentError(f"open_conversation sets {taken} itself")
     cid = conversation_uuid(conversation_id)
+    # The recall tool (docs/recall.md) reads this store for this conversation, if it is used.
+    recall.bind(cid.hex, store)
     return LocalConversation(
         agent=agent,
         workspace=workspace,

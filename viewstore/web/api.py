@@ -7,7 +7,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from viewstore.store import EventStore
-from viewstore.web import details, feed_stream, model, params
+from viewstore.web import details, feed_stream, model, params, search
 from viewstore.web.openapi import schema
 
 
@@ -81,6 +81,13 @@ def event(request: Request) -> JSONResponse:
     return JSONResponse(details.event_data(_store(request), key, event_id))
 
 
+def search_events(request: Request) -> JSONResponse:
+    found = search.read(request)
+    if found.query is None:
+        raise params.BadRequest("q is required: the words to search for")
+    return JSONResponse(found.run(_store(request)).to_dict())
+
+
 def openapi(request: Request) -> JSONResponse:
     return JSONResponse(schema())
 
@@ -89,6 +96,7 @@ def routes() -> list[Route]:
     return [
         Route("/openapi.json", openapi),
         Route("/conversations", conversations),
+        Route("/search", search_events),
         Route("/feed/follow", feed_stream.follow),
         Route("/c/{conversation_id}/view", view),
         Route("/c/{conversation_id}/log", log),

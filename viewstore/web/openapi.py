@@ -179,6 +179,28 @@ def _components() -> dict[str, Any]:
                 "verify": _obj({"ok": BOOL, "problems": STRS, "notes": STRS}),
             }
         ),
+        "SearchPage": _obj(
+            {
+                "hits": {
+                    "type": "array",
+                    "items": _obj(
+                        {
+                            "conversation_id": STR,
+                            "seq": INT,
+                            "event_id": STR,
+                            "kind": STR,
+                            "source": NSTR,
+                            "timestamp": NSTR,
+                            "recorded_at": {"type": "string", "format": "date-time"},
+                            "rank": {"type": "number"},
+                            "snippet": STR,
+                            "in_live_view": BOOL,
+                        }
+                    ),
+                },
+                "next_cursor": NSTR,
+            }
+        ),
         "Event": _obj(
             {
                 "conversation_id": STR,
@@ -249,6 +271,19 @@ def schema() -> dict[str, Any]:
                     _query("before", STR, "the previous page: a prev_cursor"),
                     _query("offset", INT, "conversations to skip (a deep offset reads them)"),
                     _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "size"),
+                ],
+            ),
+            "/api/search": _get(
+                "Events whose text holds every word, best first",
+                "SearchPage",
+                [
+                    _query("q", STR, "the words (letters, digits, _), at most 16", required=True),
+                    _query("conversation", STR, "that conversation's events only"),
+                    _query("kind", STRS, "event kinds (repeat the parameter)"),
+                    _query("source", STRS, "event sources (repeat the parameter)"),
+                    _query("window", {"type": "string", "enum": ["live", "forgotten"]}, "where"),
+                    _query("after", STR, "the next page: a next_cursor"),
+                    _query("limit", {"type": "integer", "minimum": 1, "maximum": 200}, "size"),
                 ],
             ),
             f"{base}/view": _get(

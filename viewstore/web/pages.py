@@ -8,8 +8,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from viewstore.domain import search as rules
+from viewstore.domain.errors import ConversationNotFoundError, InvalidArgumentError
 from viewstore.store import EventStore
-from viewstore.web import details, model, params
+from viewstore.web import details, model, params, search
 
 
 def _store(request: Request) -> EventStore:
@@ -83,9 +85,35 @@ def event(request: Request) -> Response:
     return _render(request, "event.html", {"e": details.event_data(store, key, event_id)})
 
 
+def search_page(request: Request) -> Response:
+    """The form, and the hits of the search it holds; a search the store refuses shows its
+    reason above the form kept as typed."""
+    asked = search.read(request, split=True)
+    context: dict[str, Any] = {"s": asked, "kinds": search.KINDS, "windows": rules.WINDOWS}
+    context.update(found=None, hits=[], error=None, next_link=None)
+    status = 200
+    if asked.query is not None:
+        try:
+            found = asked.run(_store(request))
+        except (InvalidArgumentError, ConversationNotFoundError) as error:
+            status = 404 if isinstance(error, ConversationNotFoundError) else 400
+            context["error"] = " ".join(str(error).split())
+        else:
+            words = rules.words(asked.query)
+            context["found"] = found
+            context["hits"] = [(hit, search.marked(hit.snippet, words)) for hit in found.hits]
+            if found.next_cursor is not None:
+                context["next_link"] = asked.link(after=found.next_cursor)
+    page: Response = request.app.state.templates.TemplateResponse(
+        request, "search.html", context, status_code=status
+    )
+    return page
+
+
 def routes() -> list[Route]:
     return [
         Route("/", conversations, name="conversations"),
+        Route("/search", search_page, name="search"),
         Route("/c/{conversation_id}", conversation, name="conversation"),
         Route("/c/{conversation_id}/log", log_fragment, name="log"),
         Route("/c/{conversation_id}/audit", audit, name="audit"),

@@ -10,6 +10,8 @@ from viewstore.store import MAX_CURSOR, conversation_key
 from viewstore.web.model import check_text
 
 MAX_SEQ = 2**62
+#: Values of one repeated parameter at most: each becomes a bound parameter of a statement.
+MAX_VALUES = 50
 
 
 class BadRequest(ValueError):
@@ -50,11 +52,28 @@ def event_id(request: Request) -> str:
         raise BadRequest(str(error)) from error
 
 
-def text(request: Request, name: str, default: str = "") -> str:
+def text(request: Request, name: str, default: str = "", *, limit: int = 400) -> str:
     try:
-        return check_text(request.query_params.get(name, default), name)
+        return check_text(request.query_params.get(name, default), name, limit=limit)
     except InvalidArgumentError as error:
         raise BadRequest(str(error)) from error
+
+
+def texts(request: Request, name: str, *, separator: str | None = None) -> list[str]:
+    """Every value of a repeated parameter (each split at ``separator``, if given), blanks
+    dropped."""
+    found = []
+    for raw in request.query_params.getlist(name):
+        for value in raw.split(separator) if separator else [raw]:
+            try:
+                checked = check_text(value.strip(), name)
+            except InvalidArgumentError as error:
+                raise BadRequest(str(error)) from error
+            if checked:
+                found.append(checked)
+    if len(found) > MAX_VALUES:
+        raise BadRequest(f"{name} is given at most {MAX_VALUES} times, got {len(found)}")
+    return found
 
 
 def cursor(request: Request, name: str) -> str | None:
