@@ -9,7 +9,8 @@ store-sqlite.json, store-postgresql.json, web-sqlite.json, web-postgresql.json,
 web-load-sqlite.json, web-load-postgresql.json, prune-sqlite.json,
 prune-postgresql.json, scale-sqlite.json, scale-postgresql.json, fork-sqlite.json,
 fork-postgresql.json, footprint-sqlite.json, footprint-postgresql.json, compaction-sqlite.json,
-compaction-postgresql.json, masking-sqlite.json, masking-postgresql.json,
+compaction-postgresql.json, masking-sqlite.json, masking-postgresql.json, search-sqlite.json,
+search-postgresql.json,
 footprint-design-sqlite.json, footprint-design-postgresql.json, append-floor-sqlite.json,
 server-append.json, statistics.json, statistics-partitioned.json,
 async-sqlite.json, async-postgresql.json, partitions.json, follow-sqlite.json,
@@ -47,6 +48,7 @@ from benchmarks import (
     bench_partitions,
     bench_prune,
     bench_scale,
+    bench_search,
     bench_server_append,
     bench_statistics,
     bench_store,
@@ -122,6 +124,13 @@ QUICK_PRUNE = ["--conversations", "5", "--events", "20"]
 QUICK_COMPACTION = ["--events", "400", "--conversations", "2", "--writes", "20"]
 #: 20 keys in the 10% arm, 2 in the 1% one: every arm's path runs, in a few seconds.
 QUICK_MASKING = ["--events", "200", "--conversations", "2", "--block", "20", "--mask-repeat", "2"]
+#: The suite searches a store of 100,000 events; ``python -m benchmarks.bench_search`` alone, 1M.
+SEARCH = ["--events", "100000", "--conversations", "10"]
+#: Two condensed conversations of 1,000 short events, 100 appends an arm: every cell and arm.
+QUICK_SEARCH = [
+    *("--events", "2000", "--conversations", "2", "--text-scale", "0.2", "--repeat", "2"),
+    *("--appends", "100", "--append-conversations", "2", "--block", "20", "--workers", "1"),
+]
 #: The suite grows a small store; ``python -m benchmarks.bench_scale`` alone goes to 100,000.
 SCALE = ["--stages", "1000,10000", "--repeat", "10"]
 QUICK_SCALE = ["--stages", "30,90", "--repeat", "2"]
@@ -144,6 +153,16 @@ def _masking(store: AbstractContextManager[str], backend: str, results: Path, qu
         bench_masking.main(
             ["--url", url, "--output", str(results / f"masking-{backend.lower()}.json")]
             + (QUICK_MASKING if quick else [])
+        )
+
+
+def _search(store: AbstractContextManager[str], backend: str, results: Path, quick: bool) -> None:
+    """Full-text search (bench_search), on the database ``store`` gives for the run."""
+    print(f"\n== full-text search: searches, an append's cost, {backend}", flush=True)
+    with store as url:
+        bench_search.main(
+            ["--url", url, "--output", str(results / f"search-{backend.lower()}.json")]
+            + (QUICK_SEARCH if quick else SEARCH)
         )
 
 
@@ -239,6 +258,7 @@ def _sqlite(quick: bool, scratch: Path, results: Path) -> None:
         + (QUICK_COMPACTION if quick else [])
     )
     _masking(nullcontext(f"sqlite:///{scratch / 'masking.db'}"), "SQLite", results, quick)
+    _search(nullcontext(f"sqlite:///{scratch / 'search.db'}"), "SQLite", results, quick)
     print("\n== bytes per conversation in a slimmer schema (a sizing study), SQLite", flush=True)
     bench_footprint_design.main(
         ["--url", f"sqlite:///{scratch / 'footprint-design.db'}"]
@@ -323,6 +343,7 @@ def _postgres(postgres_url: str, quick: bool, results: Path) -> None:
             + (QUICK_COMPACTION if quick else [])
         )
     _masking(scratch_postgres(postgres_url), "PostgreSQL", results, quick)
+    _search(scratch_postgres(postgres_url), "PostgreSQL", results, quick)
     print("\n== bytes per conversation in a slimmer schema, PostgreSQL", flush=True)
     with scratch_postgres(postgres_url) as url:
         bench_footprint_design.main(

@@ -41,6 +41,7 @@ def test_suite_runs_on_sqlite(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert footprint["condensed"]["view_length"] < footprint["history"]["view_length"]
     _check_compaction(json.loads((tmp_path / "compaction-sqlite.json").read_text()))
     _check_masking(json.loads((tmp_path / "masking-sqlite.json").read_text()))
+    _check_search(json.loads((tmp_path / "search-sqlite.json").read_text()))
     design = json.loads((tmp_path / "footprint-design-sqlite.json").read_text())
     for shape in ("history", "condensed"):
         assert design[shape]["rows"]["d_events"] == design[shape]["events"]
@@ -101,6 +102,38 @@ def _check_masking(found: dict[str, Any]) -> None:
     assert found["mask"]["clean_us"] > 0 and found["mask"]["masked_us"] > 0
 
 
+def _check_search(found: dict[str, Any]) -> None:
+    """Every query, scope and window was searched, and each first page held what the generated
+    data has: min(limit, the events holding both words there); both append arms ran."""
+    cells = found["search"]
+    assert set(cells) == {
+        f"{query}/{scope}/{window}"
+        for query in ("rare", "common")
+        for scope in ("store", "conversation")
+        for window in ("none", "live", "forgotten")
+    }
+    limit = found["limit"]
+    for name, cell in cells.items():
+        assert cell["runs"] > 0 and cell["p50_ms"] > 0 and cell["p95_ms"] > 0, name
+        assert cell["hits"] == min(limit, cell["matches"]), name
+        assert cell["more"] == (cell["matches"] > limit) and cell["as_expected"], name
+    for query in ("rare", "common"):
+        for scope in ("store", "conversation"):
+            every = cells[f"{query}/{scope}/none"]["matches"]
+            live = cells[f"{query}/{scope}/live"]["matches"]
+            forgotten = cells[f"{query}/{scope}/forgotten"]["matches"]
+            assert live > 0 and forgotten > 0 and live + forgotten <= every, (query, scope)
+    matches = found["matches_store_wide"]
+    assert 0 < matches["rare"] < matches["common"] <= found["events"]
+    assert cells["common/store/none"]["hits"] == limit  # a full page, more after it
+    assert cells["rare/store/live"]["hits"] < limit  # a short one
+    appends = found["appends"]
+    for arm in ("index", "noindex"):
+        assert appends[arm]["appends"] > 0 and appends[arm]["median_ms"] > 0, arm
+    assert appends["ratio_median"] > 0 and appends["ratio_mean"] > 0
+    assert found["build"]["events_per_s"] > 0
+
+
 @pytest.mark.postgres
 def test_suite_runs_on_postgres(pg_server_url: str, tmp_path: Path) -> None:
     # The PostgreSQL part of the suite: what comes before it (the command line, the pure
@@ -113,6 +146,7 @@ def test_suite_runs_on_postgres(pg_server_url: str, tmp_path: Path) -> None:
     assert footprint["history"]["tables"]["events"] > 0
     _check_compaction(json.loads((tmp_path / "compaction-postgresql.json").read_text()))
     _check_masking(json.loads((tmp_path / "masking-postgresql.json").read_text()))
+    _check_search(json.loads((tmp_path / "search-postgresql.json").read_text()))
     design = json.loads((tmp_path / "footprint-design-postgresql.json").read_text())
     assert design["condensed"]["rows"]["d_forgotten_spans"] > 0
     scale = json.loads((tmp_path / "scale-postgresql.json").read_text())
